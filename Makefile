@@ -1,0 +1,70 @@
+# Flotilla: a fleet of independent controllers. `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# Modules in go.work, in dependency order. Each also builds alone with GOWORK=off.
+SERVICES := tenant-controller
+MODULES  := libs/apis libs/runtime libs/testenv $(foreach s,$(SERVICES),services/$(s)/api services/$(s))
+
+export FLOTILLA_CACHE ?= $(HOME)/.cache/flotilla
+BIN := $(FLOTILLA_CACHE)/bin
+export KUBEBUILDER_ASSETS := $(BIN)
+export PATH := $(BIN):$(PATH)
+GO_TEST_FLAGS ?= -race -count=1
+
+##@ Everyday
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN{FS=":.*##"} /^##@/{printf "\n%s\n",substr($$0,5)} /^[a-z][a-zA-Z0-9_-]*:.*##/{printf "  %-14s %s\n",$$1,$$2}' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo: tools ## Run the platform locally: control plane, CRDs, every controller, example tenants
+	@bash e2e/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop what `make demo` started (state stays in .local/)
+	@bash e2e/demo.sh down
+
+.PHONY: test
+test: tools ## Run all unit and integration tests (-race) on a real control plane
+	@bash e2e/test.sh $(MODULES)
+
+.PHONY: bench
+bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it
+	@cd services/tenant-controller && go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/ | tee $(CURDIR)/.local/bench.txt
+	@go run ./services/tenant-controller/test/bench/report < .local/bench.txt > docs/benchmarks.md
+
+##@ Code
+
+.PHONY: tools
+tools: ## Build (once, cached in $FLOTILLA_CACHE) kube-apiserver, etcd, kubectl, helm, controller-gen, …
+	@libs/builder/build.sh >/dev/null
+
+.PHONY: workspace
+workspace: ## Regenerate go.work from MODULES
+	@rm -f go.work go.work.sum && go work init $(MODULES)
+
+.PHONY: generate
+generate: tools ## Generate deepcopy, CRDs, RBAC and webhook manifests into the charts
+	@for s in $(SERVICES); do \
+	  chart=$(CURDIR)/deploy/charts/$$s; \
+	  (cd services/$$s/api && controller-gen object paths=./... crd:maxDescLen=400 output:crd:dir=$$chart/crds); \
+	  (cd services/$$s && controller-gen rbac:roleName=$$s webhook paths=./internal/... \
+	     output:rbac:dir=$$chart/files output:webhook:dir=$$chart/files); \
+	done
+
+.PHONY: tidy
+tidy: ## go mod tidy every module
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
+
+.PHONY: verify
+verify: workspace generate tidy ## Fail if generated code, CRDs, go.work or go.mod files are stale
+	@git diff --exit-code -- . ':!docs/benchmarks.md' || { echo "generated files are stale: run make workspace generate tidy and commit"; exit 1; }
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go build ./...); done
+
+.PHONY: lint
+lint: ## go vet and gofmt
+	@for m in $(MODULES); do (cd $$m && go vet ./...); done
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

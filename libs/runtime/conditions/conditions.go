@@ -1,0 +1,110 @@
+package conditions
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
+)
+
+// Setter is an object whose conditions can be read and written.
+type Setter = fmeta.ObjectWithConditions
+
+// Set sets a condition on obj, stamped with obj's generation. The transition time only moves when
+// the status changes, so setting the same condition twice is not a change.
+func Set(obj Setter, condType string, status metav1.ConditionStatus, reason, message string) {
+	conds := obj.GetConditions()
+	meta.SetStatusCondition(&conds, metav1.Condition{
+		Type:               condType,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: obj.GetGeneration(),
+	})
+	obj.SetConditions(conds)
+}
+
+// MarkTrue sets condType to True.
+func MarkTrue(obj Setter, condType, reason, message string) {
+	Set(obj, condType, metav1.ConditionTrue, reason, message)
+}
+
+// MarkFalse sets condType to False.
+func MarkFalse(obj Setter, condType, reason, message string) {
+	Set(obj, condType, metav1.ConditionFalse, reason, message)
+}
+
+// Delete removes condType.
+func Delete(obj Setter, condType string) {
+	conds := obj.GetConditions()
+	meta.RemoveStatusCondition(&conds, condType)
+	obj.SetConditions(conds)
+}
+
+// Get returns condType, or nil.
+func Get(obj Setter, condType string) *metav1.Condition {
+	return meta.FindStatusCondition(obj.GetConditions(), condType)
+}
+
+// IsTrue reports whether condType is True.
+func IsTrue(obj Setter, condType string) bool {
+	return meta.IsStatusConditionTrue(obj.GetConditions(), condType)
+}
+
+// IsReady reports whether obj is Ready for its current generation: what a consumer of another
+// service's object must check before relying on it.
+func IsReady(obj Setter) bool {
+	c := Get(obj, fmeta.ReadyCondition)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.GetGeneration() &&
+		obj.GetObservedGeneration() == obj.GetGeneration()
+}
+
+// Stall describes why a reconcile cannot progress without a human changing something.
+type Stall struct {
+	Reason  string
+	Message string
+}
+
+// Summarize derives the kstatus conditions from the domain conditions (in order of importance)
+// and, when stall is non-nil, marks the object Stalled:
+//
+//   - stalled: Stalled=True, Ready=False with the stall's reason, no Reconciling;
+//   - every domain condition True: Ready=True, no Reconciling, no Stalled;
+//   - otherwise: Ready=False and Reconciling=True carrying the first domain condition that is not
+//     True (a missing one counts as not yet evaluated).
+//
+// observedGeneration is advanced only when the object is Ready or Stalled, so kstatus reports
+// "in progress" until the current generation has been fully acted upon.
+func Summarize(obj Setter, domain []string, stall *Stall) {
+	if stall != nil {
+		MarkTrue(obj, fmeta.StalledCondition, stall.Reason, stall.Message)
+		MarkFalse(obj, fmeta.ReadyCondition, stall.Reason, stall.Message)
+		Delete(obj, fmeta.ReconcilingCondition)
+		obj.SetObservedGeneration(obj.GetGeneration())
+		return
+	}
+	Delete(obj, fmeta.StalledCondition)
+	for _, t := range domain {
+		c := Get(obj, t)
+		if c == nil {
+			MarkFalse(obj, fmeta.ReadyCondition, fmeta.ProgressingReason, t+" not yet evaluated")
+			MarkTrue(obj, fmeta.ReconcilingCondition, fmeta.ProgressingReason, t+" not yet evaluated")
+			return
+		}
+		if c.Status != metav1.ConditionTrue {
+			MarkFalse(obj, fmeta.ReadyCondition, c.Reason, c.Message)
+			MarkTrue(obj, fmeta.ReconcilingCondition, c.Reason, c.Message)
+			return
+		}
+	}
+	MarkTrue(obj, fmeta.ReadyCondition, fmeta.SucceededReason, "Reconciliation succeeded")
+	Delete(obj, fmeta.ReconcilingCondition)
+	obj.SetObservedGeneration(obj.GetGeneration())
+}
+
+// MarkDeleting records that the object is being torn down and what it waits for.
+func MarkDeleting(obj Setter, message string) {
+	Delete(obj, fmeta.StalledCondition)
+	MarkFalse(obj, fmeta.ReadyCondition, fmeta.DeletingReason, message)
+	MarkTrue(obj, fmeta.ReconcilingCondition, fmeta.DeletingReason, message)
+}

@@ -1,0 +1,59 @@
+package patch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Helper remembers an object as it was read so that Status can write only what changed.
+type Helper struct {
+	before client.Object
+}
+
+// NewHelper snapshots obj; call it right after reading obj.
+func NewHelper(obj client.Object) *Helper {
+	return &Helper{before: obj.DeepCopyObject().(client.Object)}
+}
+
+// Status merge-patches obj's status subresource if its status differs from the snapshot, and
+// reports whether it wrote. Finalizers and spec are never written here.
+func (h *Helper) Status(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
+	before, err := runtime.DefaultUnstructuredConverter.ToUnstructured(h.before)
+	if err != nil {
+		return false, err
+	}
+	after, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return false, err
+	}
+	if equality.Semantic.DeepEqual(before["status"], after["status"]) {
+		return false, nil
+	}
+	// Only the status goes into the patch: no resourceVersion, so no conflict with writes to the
+	// object's metadata (finalizers) made earlier in the same reconcile.
+	from, err := json.Marshal(map[string]any{"status": before["status"]})
+	if err != nil {
+		return false, err
+	}
+	to, err := json.Marshal(map[string]any{"status": after["status"]})
+	if err != nil {
+		return false, err
+	}
+	data, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil {
+		return false, err
+	}
+	if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return false, fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
+	}
+	h.before = obj.DeepCopyObject().(client.Object)
+	return true, nil
+}

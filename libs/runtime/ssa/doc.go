@@ -1,0 +1,3 @@
+// Package ssa applies child objects with server-side apply under a fixed field owner, skipping the
+// request when the fields this owner manages already hold the desired values.
+package ssa

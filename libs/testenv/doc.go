@@ -1,0 +1,4 @@
+// Package testenv starts a real Kubernetes control plane for tests and for `make demo`: etcd,
+// kube-apiserver and (for namespace deletion and garbage collection) kube-controller-manager,
+// built from source by libs/builder and run through controller-runtime's envtest.
+package testenv

@@ -1,0 +1,172 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// BinDir returns the directory holding kube-apiserver, etcd, kubectl and friends:
+// $KUBEBUILDER_ASSETS, else the builder's cache ($FLOTILLA_CACHE/bin, default ~/.cache/flotilla/bin).
+func BinDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		cache := os.Getenv("FLOTILLA_CACHE")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache", "flotilla")
+		}
+		dir = filepath.Join(cache, "bin")
+	}
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("%s not found in %s: run `make test` (or libs/builder/build.sh) to build the control plane", b, dir)
+		}
+	}
+	return dir, nil
+}
+
+// Options shape the control plane.
+type Options struct {
+	// CRDDirs are directories of CRD manifests to install before Start returns.
+	CRDDirs []string
+	// Webhooks are installed with a generated serving certificate pointing at a local port
+	// (Env.WebhookOptions tells the webhook server where).
+	Webhooks []*admissionv1.ValidatingWebhookConfiguration
+	// ControllerManager also runs kube-controller-manager's namespace and garbage-collector
+	// controllers, so namespaces really finish deleting.
+	ControllerManager bool
+	// DataDir keeps etcd's data (and the kubeconfig) across runs; empty means a temporary dir.
+	DataDir string
+	// Scheme for the admin client; defaults to client-go's scheme.
+	Scheme *runtime.Scheme
+}
+
+// Env is a running control plane.
+type Env struct {
+	*envtest.Environment
+	Config *rest.Config
+	Client client.Client
+	kcm    *exec.Cmd
+}
+
+// Start starts etcd and kube-apiserver (and kube-controller-manager when asked), installs CRDs and
+// webhooks, and returns an admin client.
+func Start(o Options) (*Env, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: bin,
+		CRDDirectoryPaths:     o.CRDDirs,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                o.Scheme,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: o.Webhooks},
+	}
+	if o.DataDir != "" {
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.DataDir, "etcd")}
+		if err := os.MkdirAll(env.ControlPlane.Etcd.DataDir, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting control plane: %w", err)
+	}
+	e := &Env{Environment: env, Config: cfg}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: o.Scheme}); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
+	if o.ControllerManager {
+		if err := e.startControllerManager(bin, o.DataDir); err != nil {
+			return nil, errors.Join(err, e.Stop())
+		}
+	}
+	return e, nil
+}
+
+func (e *Env) startControllerManager(bin, dataDir string) error {
+	user, err := e.AddUser(envtest.User{Name: "kube-controller-manager", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	dir := dataDir
+	if dir == "" {
+		dir = e.ControlPlane.APIServer.CertDir
+	}
+	path := filepath.Join(dir, "kube-controller-manager.kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(bin, "kube-controller-manager"),
+		"--kubeconfig="+path,
+		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller",
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		"--namespace-sync-period=10s",
+		"--concurrent-namespace-syncs=5",
+	)
+	logf, err := os.Create(filepath.Join(dir, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	e.kcm = cmd
+	return nil
+}
+
+// Stop stops everything Start started.
+func (e *Env) Stop() error {
+	if e.kcm != nil && e.kcm.Process != nil {
+		_ = e.kcm.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = e.kcm.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = e.kcm.Process.Kill()
+		}
+	}
+	return e.Environment.Stop()
+}
+
+// As returns a client that impersonates user in groups, for RBAC checks.
+func (e *Env) As(user string, groups ...string) (client.Client, error) {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return client.New(cfg, client.Options{Scheme: e.Client.Scheme()})
+}
+
+// WaitFor polls cond until it returns true or ctx ends; for setup code outside Gomega.
+func WaitFor(ctx context.Context, cond func(context.Context) (bool, error)) error {
+	for {
+		ok, err := cond(ctx)
+		if err == nil && ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,62 @@
+// Command tenant-controller reconciles tenancy.flotilla.dev Tenants and serves their admission
+// webhook.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/controller/tenant"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/webhook"
+)
+
+func main() {
+	opts := manager.Options{Name: "tenant-controller"}
+	opts.BindFlags(flag.CommandLine)
+	groupPrefix := flag.String("oidc-group-prefix", "", "Prefix of the default OIDC group names (<prefix><namespace>-<role>).")
+	concurrency := flag.Int("concurrency", 8, "Tenants reconciled in parallel.")
+	flag.Parse()
+
+	log := ctrl.Log.WithName("setup")
+	if err := run(opts, *groupPrefix, *concurrency); err != nil {
+		log.Error(err, "Tenant controller failed")
+		os.Exit(1)
+	}
+}
+
+func run(opts manager.Options, groupPrefix string, concurrency int) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := tenancyv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
+		o.Cache.ByObject = tenant.CacheByObject()
+	})
+	if err != nil {
+		return err
+	}
+	r := &tenant.Reconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder(opts.Name),
+		GroupPrefix: groupPrefix,
+	}
+	if err := r.SetupWithManager(mgr, concurrency); err != nil {
+		return err
+	}
+	if opts.WebhookPort != 0 {
+		if err := (&webhook.TenantValidator{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

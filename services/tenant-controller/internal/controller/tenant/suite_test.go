@@ -1,0 +1,168 @@
+package tenant_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/libs/testenv"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/controller/tenant"
+	tenantwebhook "github.com/flotilla-dev/flotilla/services/tenant-controller/internal/webhook"
+)
+
+// The suite runs the real reconciler and webhook against a real kube-apiserver, etcd and
+// kube-controller-manager (namespace deletion, role aggregation), with the chart's CRDs, webhook
+// rules and tenant roles.
+var (
+	env        *testenv.Env
+	k8s        client.Client
+	stopMgr context.CancelFunc
+	managerErr chan error
+	chartDir   = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "tenant-controller")
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = tenancyv1.AddToScheme(scheme)
+	hooks, err := chartWebhooks()
+	if err != nil {
+		return 0, err
+	}
+	env, err = testenv.Start(testenv.Options{
+		CRDDirs:           []string{filepath.Join(chartDir, "crds")},
+		Webhooks:          hooks,
+		ControllerManager: true,
+		Scheme:            scheme,
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = env.Stop() }()
+	k8s = env.Client
+	ctx := context.Background()
+	if err := applyFile(ctx, filepath.Join(chartDir, "templates", "tenant-roles.yaml")); err != nil {
+		return 0, err
+	}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootNamespace}}); err != nil {
+		return 0, err
+	}
+	if err := startManager(); err != nil {
+		return 0, err
+	}
+	defer stopManager()
+	return m.Run(), nil
+}
+
+// startManager runs the tenant reconciler and webhook as the real binary would.
+func startManager() error {
+	o := env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Client.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,
+		}),
+		Cache: cache.Options{ByObject: tenant.CacheByObject()},
+		// The suite restarts the manager; the controller's metrics name is reused on purpose.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	r := &tenant.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tenant-controller")}
+	if err := r.SetupWithManager(mgr, 4); err != nil {
+		return err
+	}
+	if err := (&tenantwebhook.TenantValidator{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopMgr = cancel
+	managerErr = make(chan error, 1)
+	go func() { managerErr <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return fmt.Errorf("cache did not sync")
+	}
+	// Wait until the webhook answers so that the first test does not race it.
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	return testenv.WaitFor(wctx, func(context.Context) (bool, error) {
+		return mgr.GetWebhookServer().StartedChecker()(nil) == nil, nil
+	})
+}
+
+func stopManager() {
+	stopMgr()
+	<-managerErr
+}
+
+func chartWebhooks() ([]*admissionv1.ValidatingWebhookConfiguration, error) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "files", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	hook := &admissionv1.ValidatingWebhookConfiguration{}
+	if err := yaml.Unmarshal(raw, hook); err != nil {
+		return nil, err
+	}
+	return []*admissionv1.ValidatingWebhookConfiguration{hook}, nil
+}
+
+// applyFile creates every object of a multi-document YAML file.
+func applyFile(ctx context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := k8s.Create(ctx, u); err != nil {
+			return err
+		}
+	}
+}

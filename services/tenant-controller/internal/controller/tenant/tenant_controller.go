@@ -1,0 +1,209 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
+)
+
+// +kubebuilder:rbac:groups=tenancy.flotilla.dev,resources=tenants,verbs=get;list;watch;delete;patch
+// +kubebuilder:rbac:groups=tenancy.flotilla.dev,resources=tenants/status;tenants/finalizers,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=resourcequotas;limitranges,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=flotilla:tenant:view;flotilla:tenant:use;flotilla:tenant:admin;flotilla:tenant:super-admin
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// domainConditions are summarised into Ready, in this order.
+var domainConditions = []string{
+	tenancyv1.NamespaceReadyCondition,
+	tenancyv1.AccessReadyCondition,
+	tenancyv1.QuotaReadyCondition,
+	tenancyv1.NetworkPolicyReadyCondition,
+}
+
+// Reconciler reconciles Tenants.
+type Reconciler struct {
+	client.Client
+	// APIReader reads past the cache, for namespaces the cache does not hold.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
+	// GroupPrefix is put before the default OIDC group names (<namespace>-<role>).
+	GroupPrefix string
+}
+
+// scope carries what one reconcile learned about a tenant.
+type scope struct {
+	tenant    *tenancyv1.Tenant
+	placement tenancy.Placement
+	chain     []*tenancyv1.Tenant // ancestors, root first, then the tenant
+	children  []tenancyv1.Tenant
+	stall     *conditions.Stall
+}
+
+func (s *scope) ancestors() []*tenancyv1.Tenant { return s.chain[:len(s.chain)-1] }
+
+// Reconcile brings one Tenant to its desired state and writes its status once, at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	t := &tenancyv1.Tenant{}
+	if err := r.Get(ctx, req.NamespacedName, t); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &scope{tenant: t}
+	helper := patch.NewHelper(t)
+	wasReady := conditions.IsTrue(t, "Ready")
+	defer func() {
+		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s, wasReady))
+	}()
+
+	if !t.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if !controllerutil.ContainsFinalizer(t, tenancyv1.Finalizer) {
+		if err := r.addFinalizer(ctx, t); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the phases in order; each owns one condition. Errors are aggregated and
+// the shortest requeue wins.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if done, err := r.loadTree(ctx, s); done || err != nil {
+		return ctrl.Result{}, err
+	}
+	var errs []error
+	res := ctrl.Result{}
+	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
+		r.reconcileNamespace,
+		r.reconcileAccess,
+		r.reconcileQuota,
+		r.reconcileNetworkPolicies,
+	} {
+		pr, err := phase(ctx, s)
+		errs = append(errs, err)
+		res = lowestRequeue(res, pr)
+	}
+	return res, errors.Join(errs...)
+}
+
+func (r *Reconciler) addFinalizer(ctx context.Context, t *tenancyv1.Tenant) error {
+	before := t.DeepCopy()
+	controllerutil.AddFinalizer(t, tenancyv1.Finalizer)
+	if err := r.Patch(ctx, t, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	return nil
+}
+
+func lowestRequeue(a, b ctrl.Result) ctrl.Result {
+	if b.RequeueAfter > 0 && (a.RequeueAfter == 0 || b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
+}
+
+// CacheByObject limits the manager's cache to the RoleBindings, quotas, limit ranges and network
+// policies this controller wrote, instead of every one in the cluster.
+func CacheByObject() map[client.Object]cache.ByObject {
+	mine := cache.ByObject{Label: labels.SelectorFromSet(tenancy.ManagedLabels)}
+	return map[client.Object]cache.ByObject{
+		&rbacv1.RoleBinding{}:         mine,
+		&corev1.ResourceQuota{}:       mine,
+		&corev1.LimitRange{}:          mine,
+		&networkingv1.NetworkPolicy{}: mine,
+	}
+}
+
+// SetupWithManager watches Tenants, the tenant namespaces and the objects written into them.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		ns := o.GetNamespace()
+		if ns == "" { // a Namespace
+			ns = o.GetName()
+		}
+		if owner, ok := tenancy.OwnerOf(ns); ok {
+			return []reconcile.Request{{NamespacedName: owner}}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&tenancyv1.Tenant{}).
+		Watches(&tenancyv1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.relatives), builder.WithPredicates(treeChanged{})).
+		Watches(&corev1.Namespace{}, toOwner).
+		Watches(&rbacv1.RoleBinding{}, toOwner).
+		Watches(&corev1.ResourceQuota{}, toOwner).
+		Watches(&corev1.LimitRange{}, toOwner).
+		Watches(&networkingv1.NetworkPolicy{}, toOwner).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// relatives are the tenants whose desired state depends on t: its parent (quota left over,
+// deletion progress), its siblings (reservations) and its descendants (inherited access, host,
+// services and scheduling class).
+func (r *Reconciler) relatives(ctx context.Context, o client.Object) []reconcile.Request {
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	own := tenancy.OwnNamespace(key)
+	var out []reconcile.Request
+	if parent, ok := tenancy.OwnerOf(key.Namespace); ok && !tenancy.IsRoot(key) {
+		out = append(out, reconcile.Request{NamespacedName: parent})
+	}
+	all := &tenancyv1.TenantList{}
+	if err := r.List(ctx, all); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing tenants to find relatives")
+		return out
+	}
+	for i := range all.Items {
+		c := &all.Items[i]
+		if c.Namespace == key.Namespace || isDescendantNamespace(c.Namespace, own, tenancy.IsRoot(key)) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+		}
+	}
+	return out
+}
+
+func isDescendantNamespace(ns, own string, root bool) bool {
+	return root || ns == own || (len(ns) > len(own) && ns[:len(own)] == own && ns[len(own)] == '-')
+}
+
+// treeChanged passes the tenant events that can change a relative: creation, deletion, a new
+// generation (spec) and the start of deletion.
+type treeChanged struct{ predicate.Funcs }
+
+func (treeChanged) Create(event.CreateEvent) bool { return true }
+func (treeChanged) Delete(event.DeleteEvent) bool { return true }
+func (treeChanged) Update(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+		e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}
+func (treeChanged) Generic(event.GenericEvent) bool { return false }
+
+// requeueWhileBlocked is how often a blocked deletion is looked at again, in case nothing we
+// watch changes when the blocker goes away.
+const requeueWhileBlocked = time.Minute

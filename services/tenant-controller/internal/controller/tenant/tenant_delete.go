@@ -1,0 +1,149 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
+)
+
+// reconcileDelete tears a tenant down bottom-up: child tenants first, then the namespace (only if
+// this controller created it for this tenant), then the finalizer. While something blocks, the
+// conditions say what, as read from the blocking objects themselves.
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	t := s.tenant
+	if !controllerutil.ContainsFinalizer(t, tenancyv1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(t)
+	if _, err := tenancy.Place(key); err == nil {
+		ns := tenancy.OwnNamespace(key)
+		if waiting, err := r.deleteChildren(ctx, t, ns); waiting || err != nil {
+			return ctrl.Result{RequeueAfter: requeueWhileBlocked}, err
+		}
+		if waiting, err := r.deleteNamespace(ctx, t, ns); waiting || err != nil {
+			return ctrl.Result{RequeueAfter: requeueWhileBlocked}, err
+		}
+	}
+	before := t.DeepCopy()
+	controllerutil.RemoveFinalizer(t, tenancyv1.Finalizer)
+	if err := r.Patch(ctx, t, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Tenant deleted")
+	return ctrl.Result{}, nil
+}
+
+// deleteChildren deletes the tenants living in ns and reports whether any is still there.
+func (r *Reconciler) deleteChildren(ctx context.Context, t *tenancyv1.Tenant, ns string) (bool, error) {
+	children := &tenancyv1.TenantList{}
+	if err := r.List(ctx, children, client.InNamespace(ns)); err != nil {
+		return true, err
+	}
+	kids := tenancy.Children(children.Items)
+	if len(kids) == 0 {
+		return false, nil
+	}
+	var names []string
+	for i := range kids {
+		c := &kids[i]
+		if c.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, c); client.IgnoreNotFound(err) != nil {
+				return true, err
+			}
+		}
+		desc := c.Name
+		if foreign := foreignFinalizers(c.Finalizers); len(foreign) > 0 {
+			desc += " (finalizers " + strings.Join(foreign, ", ") + ")"
+		}
+		names = append(names, desc)
+	}
+	msg := "Waiting for child tenants to be deleted: " + strings.Join(names, ", ")
+	conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.WaitingForChildrenReason, msg)
+	conditions.MarkDeleting(t, msg)
+	return true, nil
+}
+
+// deleteNamespace deletes the tenant's namespace if this controller created it for this tenant,
+// and reports whether it is still there. A namespace it did not create is left in place, minus
+// everything the controller put into it.
+func (r *Reconciler) deleteNamespace(ctx context.Context, t *tenancyv1.Tenant, name string) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if ns.Annotations[tenancyv1.AnnotationOwnerUID] != string(t.UID) {
+		return false, r.release(ctx, name)
+	}
+	if ns.DeletionTimestamp.IsZero() {
+		if err := r.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+			return true, fmt.Errorf("deleting namespace %s: %w", name, err)
+		}
+	}
+	msg := "Namespace " + name + " is terminating: " + namespaceBlockers(ns)
+	conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.DeletionBlockedReason, msg)
+	conditions.MarkDeleting(t, msg)
+	return true, nil
+}
+
+// release removes what the controller wrote into a namespace it did not create.
+func (r *Reconciler) release(ctx context.Context, name string) error {
+	for _, list := range []client.ObjectList{&rbacv1.RoleBindingList{}, &corev1.ResourceQuotaList{},
+		&corev1.LimitRangeList{}, &networkingv1.NetworkPolicyList{}} {
+		if err := r.prune(ctx, name, list); err != nil {
+			return err
+		}
+	}
+	// Applying an empty configuration drops every label and annotation this field owner set.
+	return r.Apply(ctx, corev1ac.Namespace(name), client.FieldOwner(tenancy.FieldOwner), client.ForceOwnership)
+}
+
+// namespaceBlockers says what keeps a namespace from going away, from the namespace's own status
+// (written by kube-controller-manager's namespace controller) and finalizers.
+func namespaceBlockers(ns *corev1.Namespace) string {
+	var out []string
+	for _, c := range ns.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && c.Message != "" {
+			out = append(out, c.Message)
+		}
+	}
+	if len(out) == 0 {
+		var fins []string
+		for _, f := range ns.Spec.Finalizers {
+			fins = append(fins, string(f))
+		}
+		fins = append(fins, ns.Finalizers...)
+		if len(fins) > 0 {
+			out = append(out, "namespace finalizers remaining: "+strings.Join(fins, ", "))
+		}
+	}
+	if len(out) == 0 {
+		return "waiting for its content to be removed"
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+func foreignFinalizers(fins []string) []string {
+	var out []string
+	for _, f := range fins {
+		if f != tenancyv1.Finalizer {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	netv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
+)
+
+// loadTree places the tenant and reads its ancestors and children. done is true when the tenant
+// cannot go further (invalid placement, missing parent); the conditions say why.
+func (r *Reconciler) loadTree(ctx context.Context, s *scope) (done bool, err error) {
+	t := s.tenant
+	key := client.ObjectKeyFromObject(t)
+	if s.placement, err = tenancy.Place(key); err != nil {
+		s.addStall(tenancyv1.InvalidPlacementReason, err.Error())
+		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.InvalidPlacementReason, err.Error())
+		return true, nil
+	}
+	var ancestors []*tenancyv1.Tenant
+	for k := s.placement.Parent; !tenancy.IsRoot(key); k, _ = tenancy.OwnerOf(k.Namespace) {
+		a := &tenancyv1.Tenant{}
+		if err := r.Get(ctx, k, a); err != nil {
+			if apierrors.IsNotFound(err) {
+				msg := fmt.Sprintf("Waiting for ancestor tenant %s to exist", k)
+				conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.ParentNotFoundReason, msg)
+				return true, nil
+			}
+			return true, err
+		}
+		ancestors = append([]*tenancyv1.Tenant{a}, ancestors...)
+		if tenancy.IsRoot(k) {
+			break
+		}
+	}
+	s.chain = append(ancestors, t)
+	children := &tenancyv1.TenantList{}
+	if err := r.List(ctx, children, client.InNamespace(s.placement.Namespace)); err != nil {
+		return true, err
+	}
+	s.children = tenancy.Children(children.Items)
+	return false, nil
+}
+
+func (s *scope) addStall(reason, msg string) {
+	if s.stall == nil {
+		s.stall = &conditions.Stall{Reason: reason, Message: msg}
+		return
+	}
+	s.stall.Message += "; " + msg
+}
+
+// reconcileNamespace creates or labels the tenant's namespace and records the tenant's place and
+// inherited settings in its status.
+func (r *Reconciler) reconcileNamespace(ctx context.Context, s *scope) (ctrl.Result, error) {
+	t, p := s.tenant, s.placement
+	eff := tenancy.Resolve(s.chain)
+	if errs := tenancy.ValidateSchedulingClass(t, s.ancestors()); len(errs) > 0 {
+		s.addStall(tenancyv1.SchedulingConflictReason, errs.ToAggregate().Error())
+	}
+	t.Status.Namespace, t.Status.Path, t.Status.Depth = p.Namespace, p.Path, int32(p.Depth)
+	t.Status.Host, t.Status.SchedulingClass, t.Status.Services = eff.Host, eff.SchedulingClass, eff.Services
+
+	cur := &corev1.Namespace{}
+	err := r.Get(ctx, types.NamespacedName{Name: p.Namespace}, cur)
+	if apierrors.IsNotFound(err) {
+		// The cache may lag behind a namespace someone else just made: ask the API server before
+		// claiming the namespace as ours.
+		err = r.APIReader.Get(ctx, types.NamespacedName{Name: p.Namespace}, cur)
+	}
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if found && !cur.DeletionTimestamp.IsZero() {
+		msg := fmt.Sprintf("Namespace %s is still terminating; it will be recreated once gone", p.Namespace)
+		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, "NamespaceTerminating", msg)
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	owner := ""
+	if !found || cur.Annotations[tenancyv1.AnnotationOwnerUID] != "" {
+		owner = string(t.UID) // created, now or before, by this controller: ours to delete later
+	}
+	desired := tenancy.Namespace(p, t, eff, owner)
+	if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Name: p.Namespace}, &corev1.Namespace{},
+		desired, corev1ac.ExtractNamespace, tenancy.FieldOwner); err != nil {
+		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, "ApplyFailed", err.Error())
+		return ctrl.Result{}, err
+	}
+	conditions.MarkTrue(t, tenancyv1.NamespaceReadyCondition, tenancyv1.ReconciledReason, "Namespace "+p.Namespace+" is in place")
+	return ctrl.Result{}, nil
+}
+
+// namespaceReady guards the phases that write into the namespace.
+func namespaceReady(s *scope, cond string) bool {
+	if conditions.IsTrue(s.tenant, tenancyv1.NamespaceReadyCondition) {
+		return true
+	}
+	conditions.MarkFalse(s.tenant, cond, "WaitingForNamespace", "Waiting for namespace "+s.placement.Namespace)
+	return false
+}
+
+// reconcileAccess binds the four tenant roles in the namespace to this tenant's and its ancestors'
+// groups and extra subjects.
+func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !namespaceReady(s, tenancyv1.AccessReadyCondition) {
+		return ctrl.Result{}, nil
+	}
+	ns := s.placement.Namespace
+	for _, rb := range tenancy.RoleBindings(ns, s.chain, r.GroupPrefix) {
+		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *rb.Name},
+			&rbacv1.RoleBinding{}, rb, rbacv1ac.ExtractRoleBinding, tenancy.FieldOwner); err != nil {
+			conditions.MarkFalse(s.tenant, tenancyv1.AccessReadyCondition, "ApplyFailed", err.Error())
+			return ctrl.Result{}, err
+		}
+	}
+	conditions.MarkTrue(s.tenant, tenancyv1.AccessReadyCondition, tenancyv1.ReconciledReason, "Role bindings are in place")
+	return ctrl.Result{}, nil
+}
+
+// reconcileQuota checks the tenant's quota against its parent's and writes what is left of it,
+// after the children's reservations, as the namespace's ResourceQuota, plus the LimitRange.
+func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result, error) {
+	t := s.tenant
+	if !namespaceReady(s, tenancyv1.QuotaReadyCondition) {
+		return ctrl.Result{}, nil
+	}
+	siblings := &tenancyv1.TenantList{}
+	if err := r.List(ctx, siblings, client.InNamespace(t.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	ns := s.placement.Namespace
+	var keep []string
+	if rq := tenancy.ResourceQuota(ns, tenancy.OwnQuota(t, s.children)); rq != nil {
+		keep = append(keep, *rq.Name)
+		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *rq.Name},
+			&corev1.ResourceQuota{}, rq, corev1ac.ExtractResourceQuota, tenancy.FieldOwner); err != nil {
+			conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, "ApplyFailed", err.Error())
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.prune(ctx, ns, &corev1.ResourceQuotaList{}, keep...); err != nil {
+		return ctrl.Result{}, err
+	}
+	keep = nil
+	if lr := tenancy.LimitRange(ns, t); lr != nil {
+		keep = append(keep, *lr.Name)
+		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *lr.Name},
+			&corev1.LimitRange{}, lr, corev1ac.ExtractLimitRange, tenancy.FieldOwner); err != nil {
+			conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, "ApplyFailed", err.Error())
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.prune(ctx, ns, &corev1.LimitRangeList{}, keep...); err != nil {
+		return ctrl.Result{}, err
+	}
+	if errs := tenancy.ValidateQuota(t, s.ancestors(), siblings.Items); len(errs) > 0 {
+		reason := tenancyv1.ParentQuotaExceededReason
+		if errs[0].Type == field.ErrorTypeRequired {
+			reason = tenancyv1.QuotaNotDeclaredReason
+		}
+		msg := errs.ToAggregate().Error()
+		conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, reason, msg)
+		s.addStall(reason, msg)
+		return ctrl.Result{}, nil
+	}
+	conditions.MarkTrue(t, tenancyv1.QuotaReadyCondition, tenancyv1.ReconciledReason, quotaMessage(t))
+	return ctrl.Result{}, nil
+}
+
+func quotaMessage(t *tenancyv1.Tenant) string {
+	if len(t.Spec.ResourceQuotas) == 0 {
+		return "No quota declared"
+	}
+	return "Quota is in place and fits the parent's"
+}
+
+// reconcileNetworkPolicies writes the isolation policy and one policy per shared service the
+// tenant provides.
+func (r *Reconciler) reconcileNetworkPolicies(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !namespaceReady(s, tenancyv1.NetworkPolicyReadyCondition) {
+		return ctrl.Result{}, nil
+	}
+	ns := s.placement.Namespace
+	var keep []string
+	for _, np := range tenancy.NetworkPolicies(s.placement, s.tenant) {
+		keep = append(keep, *np.Name)
+		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *np.Name},
+			&networkingv1.NetworkPolicy{}, np, netv1ac.ExtractNetworkPolicy, tenancy.FieldOwner); err != nil {
+			conditions.MarkFalse(s.tenant, tenancyv1.NetworkPolicyReadyCondition, "ApplyFailed", err.Error())
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.prune(ctx, ns, &networkingv1.NetworkPolicyList{}, keep...); err != nil {
+		return ctrl.Result{}, err
+	}
+	conditions.MarkTrue(s.tenant, tenancyv1.NetworkPolicyReadyCondition, tenancyv1.ReconciledReason,
+		fmt.Sprintf("%d network policies are in place", len(keep)))
+	return ctrl.Result{}, nil
+}
+
+// prune deletes the objects of list's kind in ns that this controller created and no longer wants.
+func (r *Reconciler) prune(ctx context.Context, ns string, list client.ObjectList, keep ...string) error {
+	if err := r.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(tenancy.ManagedLabels)); err != nil {
+		return err
+	}
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		obj := o.(client.Object)
+		if slices.Contains(keep, obj.GetName()) {
+			return nil
+		}
+		return client.IgnoreNotFound(r.Delete(ctx, obj))
+	})
+}

@@ -1,0 +1,128 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
+)
+
+// Path is where the webhook is served.
+const Path = "/validate-tenancy-flotilla-dev-v1alpha1-tenant"
+
+// +kubebuilder:webhook:path=/validate-tenancy-flotilla-dev-v1alpha1-tenant,mutating=false,failurePolicy=fail,sideEffects=None,groups=tenancy.flotilla.dev,resources=tenants,verbs=create;update,versions=v1alpha1,name=tenants.tenancy.flotilla.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// TenantValidator admits Tenants.
+type TenantValidator struct {
+	// Reader looks up parents and siblings (the manager's cache).
+	Reader client.Reader
+}
+
+var _ admission.Validator[*tenancyv1.Tenant] = &TenantValidator{}
+
+// SetupWithManager registers the webhook.
+func (v *TenantValidator) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &tenancyv1.Tenant{}).WithValidator(v).WithValidatorCustomPath(Path).Complete()
+}
+
+// ValidateCreate implements admission.Validator.
+func (v *TenantValidator) ValidateCreate(ctx context.Context, t *tenancyv1.Tenant) (admission.Warnings, error) {
+	return v.validate(ctx, t)
+}
+
+// ValidateUpdate implements admission.Validator. Updates that leave the spec alone (finalizers,
+// labels) are always admitted, so that a tenant made invalid by a change elsewhere can still be
+// reconciled and deleted.
+func (v *TenantValidator) ValidateUpdate(ctx context.Context, old, t *tenancyv1.Tenant) (admission.Warnings, error) {
+	if !t.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(old.Spec, t.Spec) {
+		return nil, nil
+	}
+	return v.validate(ctx, t)
+}
+
+// ValidateDelete implements admission.Validator.
+func (v *TenantValidator) ValidateDelete(context.Context, *tenancyv1.Tenant) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *TenantValidator) validate(ctx context.Context, t *tenancyv1.Tenant) (admission.Warnings, error) {
+	errs := tenancy.Validate(t)
+	key := client.ObjectKeyFromObject(t)
+	p, err := tenancy.Place(key)
+	if err != nil {
+		return nil, invalid(t, errs)
+	}
+	if !tenancy.IsRoot(key) {
+		perrs, err := v.validateWithinParent(ctx, t, p.Parent)
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, perrs...)
+	}
+	warnings, err := v.childWarnings(ctx, t, p.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return warnings, invalid(t, errs)
+}
+
+func invalid(t *tenancyv1.Tenant, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(tenancyv1.GroupVersion.WithKind("Tenant").GroupKind(), t.Name, errs)
+}
+
+func (v *TenantValidator) validateWithinParent(ctx context.Context, t *tenancyv1.Tenant, parent types.NamespacedName) (field.ErrorList, error) {
+	ancestors, err := v.ancestors(ctx, parent)
+	if err != nil || ancestors == nil {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "namespace"), t.Namespace,
+			fmt.Sprintf("parent tenant %s does not exist", parent))}, err
+	}
+	siblings := &tenancyv1.TenantList{}
+	if err := v.Reader.List(ctx, siblings, client.InNamespace(t.Namespace)); err != nil {
+		return nil, err
+	}
+	return tenancy.ValidateWithinParent(t, ancestors, siblings.Items), nil
+}
+
+// childWarnings tells whoever lowers a tenant's quota which children no longer fit; the change is
+// admitted and the children report it in their conditions.
+func (v *TenantValidator) childWarnings(ctx context.Context, t *tenancyv1.Tenant, ns string) (admission.Warnings, error) {
+	children := &tenancyv1.TenantList{}
+	if err := v.Reader.List(ctx, children, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var warnings admission.Warnings
+	kids := tenancy.Children(children.Items)
+	for _, c := range kids {
+		if errs := tenancy.ValidateQuota(&c, []*tenancyv1.Tenant{t}, kids); len(errs) > 0 {
+			warnings = append(warnings, fmt.Sprintf("child tenant %s no longer fits: %s", c.Name, errs.ToAggregate().Error()))
+		}
+	}
+	return warnings, nil
+}
+
+// ancestors returns the tenant chain from the root down to parent, or nil if one is missing.
+func (v *TenantValidator) ancestors(ctx context.Context, parent types.NamespacedName) ([]*tenancyv1.Tenant, error) {
+	var out []*tenancyv1.Tenant
+	for k := parent; ; k, _ = tenancy.OwnerOf(k.Namespace) {
+		a := &tenancyv1.Tenant{}
+		if err := v.Reader.Get(ctx, k, a); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		out = append([]*tenancyv1.Tenant{a}, out...)
+		if tenancy.IsRoot(k) {
+			return out, nil
+		}
+	}
+}
