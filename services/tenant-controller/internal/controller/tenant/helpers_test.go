@@ -11,9 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +40,10 @@ func (b *TenantBuilder) Services(ingress, monitoring, etcd bool) *TenantBuilder 
 	b.t.Spec.Ingress, b.t.Spec.Monitoring, b.t.Spec.Etcd = ingress, monitoring, etcd
 	return b
 }
-func (b *TenantBuilder) SchedulingClass(c string) *TenantBuilder { b.t.Spec.SchedulingClass = c; return b }
+func (b *TenantBuilder) SchedulingClass(c string) *TenantBuilder {
+	b.t.Spec.SchedulingClass = c
+	return b
+}
 func (b *TenantBuilder) Grant(role tenancyv1.TenantRole, user string) *TenantBuilder {
 	b.t.Spec.Access = append(b.t.Spec.Access, tenancyv1.AccessBinding{Role: role,
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})
@@ -94,7 +97,7 @@ func deleteTree(ctx context.Context, g Gomega, ts ...*tenancyv1.Tenant) {
 	for _, t := range ts {
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(t), &tenancyv1.Tenant{}))
-		}).WithTimeout(90 * time.Second).Should(BeTrue(), "tenant %s/%s not deleted", t.Namespace, t.Name)
+		}).WithTimeout(90*time.Second).Should(BeTrue(), "tenant %s/%s not deleted", t.Namespace, t.Name)
 	}
 }
 

@@ -39,7 +39,7 @@ import (
 var (
 	env        *testenv.Env
 	k8s        client.Client
-	stopMgr context.CancelFunc
+	stopMgr    context.CancelFunc
 	managerErr chan error
 	chartDir   = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "tenant-controller")
 )
