@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -48,6 +49,8 @@ type Options struct {
 	ControllerManager bool
 	// DataDir keeps etcd's data (and the kubeconfig) across runs; empty means a temporary dir.
 	DataDir string
+	// WebhookPort fixes the port webhooks are expected on (127.0.0.1); 0 picks a free one.
+	WebhookPort int
 	// Scheme for the admin client; defaults to client-go's scheme.
 	Scheme *runtime.Scheme
 }
@@ -74,6 +77,10 @@ func Start(o Options) (*Env, error) {
 		Scheme:                o.Scheme,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: o.Webhooks},
 	}
+	if o.WebhookPort != 0 {
+		env.WebhookInstallOptions.LocalServingHost = "127.0.0.1"
+		env.WebhookInstallOptions.LocalServingPort = o.WebhookPort
+	}
 	if o.DataDir != "" {
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.DataDir, "etcd")}
 		if err := os.MkdirAll(env.ControlPlane.Etcd.DataDir, 0o700); err != nil {
@@ -82,7 +89,7 @@ func Start(o Options) (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting control plane: %w", err)
+		return nil, errors.Join(fmt.Errorf("starting control plane: %w", err), env.Stop())
 	}
 	e := &Env{Environment: env, Config: cfg}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: o.Scheme}); err != nil {
@@ -137,7 +144,7 @@ func (e *Env) startControllerManager(bin, dataDir string) error {
 // Stop stops everything Start started.
 func (e *Env) Stop() error {
 	if e.kcm != nil && e.kcm.Process != nil {
-		_ = e.kcm.Process.Signal(os.Interrupt)
+		_ = e.kcm.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = e.kcm.Wait(); close(done) }()
 		select {

@@ -14,7 +14,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=flotilla
-// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.status.namespace`
+// +kubebuilder:printcolumn:name="Owns",type=string,JSONPath=`.status.namespace`
 // +kubebuilder:printcolumn:name="Path",type=string,JSONPath=`.status.path`,priority=1
 // +kubebuilder:printcolumn:name="Host",type=string,JSONPath=`.status.host`
 // +kubebuilder:printcolumn:name="Ingress",type=string,JSONPath=`.status.services.ingress`,priority=1
@@ -109,7 +109,7 @@ const (
 var Roles = []TenantRole{RoleView, RoleUse, RoleAdmin, RoleSuperAdmin}
 
 // AccessBinding grants a role to extra subjects.
-// +kubebuilder:validation:XValidation:rule="self.subjects.all(s, s.kind != 'ServiceAccount' || (has(s.__namespace__) && s.__namespace__ != ”))",message="spec.access[].subjects[].namespace is required for a ServiceAccount"
+// +kubebuilder:validation:XValidation:rule="self.subjects.all(s, s.kind != 'ServiceAccount' || (has(s.__namespace__) && s.__namespace__.size() > 0))",message="spec.access[].subjects[].namespace is required for a ServiceAccount"
 type AccessBinding struct {
 	// Role granted.
 	Role TenantRole `json:"role"`

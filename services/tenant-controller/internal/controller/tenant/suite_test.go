@@ -2,20 +2,15 @@ package tenant_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -58,7 +52,7 @@ func run(m *testing.M) (int, error) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = tenancyv1.AddToScheme(scheme)
-	hooks, err := chartWebhooks()
+	hooks, err := testenv.ReadWebhooks(filepath.Join(chartDir, "files", "manifests.yaml"))
 	if err != nil {
 		return 0, err
 	}
@@ -74,7 +68,7 @@ func run(m *testing.M) (int, error) {
 	defer func() { _ = env.Stop() }()
 	k8s = env.Client
 	ctx := context.Background()
-	if err := applyFile(ctx, filepath.Join(chartDir, "templates", "tenant-roles.yaml")); err != nil {
+	if err := testenv.ApplyFile(ctx, k8s, filepath.Join(chartDir, "templates", "tenant-roles.yaml")); err != nil {
 		return 0, err
 	}
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootNamespace}}); err != nil {
@@ -128,41 +122,4 @@ func startManager() error {
 func stopManager() {
 	stopMgr()
 	<-managerErr
-}
-
-func chartWebhooks() ([]*admissionv1.ValidatingWebhookConfiguration, error) {
-	raw, err := os.ReadFile(filepath.Join(chartDir, "files", "manifests.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	hook := &admissionv1.ValidatingWebhookConfiguration{}
-	if err := yaml.Unmarshal(raw, hook); err != nil {
-		return nil, err
-	}
-	return []*admissionv1.ValidatingWebhookConfiguration{hook}, nil
-}
-
-// applyFile creates every object of a multi-document YAML file.
-func applyFile(ctx context.Context, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := k8s.Create(ctx, u); err != nil {
-			return err
-		}
-	}
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# demo.sh up|down: the Flotilla platform on a local control plane. `make demo` / `make demo-down`.
+#
+# up:   builds what is missing (control-plane binaries into $FLOTILLA_CACHE, controllers into
+#       .local/bin), starts etcd + kube-apiserver + kube-controller-manager (state in .local/),
+#       installs CRDs, webhooks and tenant roles, runs every controller as its own process,
+#       applies deploy/examples/ and waits for Ready.
+# down: stops the controllers and the control plane; the state stays in .local/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+state=$root/.local
+mkdir -p "$state/bin" "$state/logs"
+services=(tenant-controller)
+say() { printf '\033[1m>> %s\033[0m\n' "$*"; }
+
+alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# Each process is started as the leader of its own process group (setsid), so that stopping it
+# also stops what it started (etcd, kube-apiserver, …) even if it does not exit cleanly.
+stop() { # pidfile
+  alive "$1" || { rm -f "$1"; return 0; }
+  local pid; pid=$(cat "$1"); kill -TERM "$pid"
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  rm -f "$1"
+}
+
+down() {
+  for s in "${services[@]}"; do stop "$state/$s.pid"; done
+  stop "$state/localcp.pid"
+  say "stopped (state kept in .local/; rm -rf .local to start afresh)"
+}
+
+up() {
+  start=$SECONDS
+  say "building the control plane binaries (cached in ${FLOTILLA_CACHE:-~/.cache/flotilla}; a cold build takes minutes)"
+  bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager)
+  export PATH=$bin:$PATH
+  say "building the controllers"
+  go build -o "$state/bin/localcp" ./libs/testenv/cmd/localcp
+  for s in "${services[@]}"; do go build -o "$state/bin/$s" "./services/$s/cmd"; done
+
+  crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
+  hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; [[ -f $f ]] && printf '%s,' "$f"; done)
+  if ! alive "$state/localcp.pid"; then
+    say "starting the control plane (etcd, kube-apiserver, kube-controller-manager)"
+    rm -f "$state/kubeconfig"
+    setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
+      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml" \
+      > "$state/logs/localcp.log" 2>&1 &
+    echo $! > "$state/localcp.pid"
+    for _ in $(seq 300); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done
+    [[ -f $state/kubeconfig ]] || { tail -20 "$state/logs/localcp.log"; echo "control plane did not start"; exit 1; }
+  fi
+  export KUBECONFIG=$state/kubeconfig
+  # shellcheck disable=SC1091
+  source "$state/webhook.env"
+
+  for s in "${services[@]}"; do
+    stop "$state/$s.pid"
+    say "starting $s"
+    setsid nohup "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
+      --webhook-port="$WEBHOOK_PORT" --webhook-cert-dir="$WEBHOOK_CERT_DIR" --zap-devel \
+      > "$state/logs/$s.log" 2>&1 &
+    echo $! > "$state/$s.pid"
+  done
+
+  say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
+  kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  for f in deploy/examples/*.yaml; do
+    for i in $(seq 60); do
+      if out=$(kubectl apply -f "$f" 2>&1); then break; fi
+      [[ $i == 60 ]] && { echo "$out"; exit 1; }
+      sleep 0.5
+    done
+  done
+  say "waiting for the tenants to be Ready"
+  kubectl wait tenants --all -A --for=condition=Ready --timeout=120s >/dev/null
+
+  say "the tenant tree"
+  kubectl get tenants -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    sort | awk -F'\t' 'BEGIN{printf "%-28s %-22s %-26s %s\n","TENANT","NAMESPACE","HOST","READY"}
+      {printf "%-28s %-22s %-26s %s\n", sprintf("%*s%s", $2*2, "", $3), $4, $5, $6}'
+  echo
+  kubectl get tenants -A
+  echo
+  say "ready in $((SECONDS - start))s. Point kubectl at it:"
+  echo "    export KUBECONFIG=$state/kubeconfig PATH=$bin:\$PATH"
+  echo "    kubectl get tenants -A"
+  echo "  logs: .local/logs/   stop: make demo-down"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac
