@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules in go.work, in dependency order. Each also builds alone with GOWORK=off.
 SERVICES := tenant-controller
-MODULES  := libs/apis libs/runtime libs/testenv $(foreach s,$(SERVICES),services/$(s)/api services/$(s))
+MODULES  := libs/apis libs/runtime libs/testenv $(foreach s,$(SERVICES),services/$(s)/api services/$(s)) e2e
 
 export FLOTILLA_CACHE ?= $(HOME)/.cache/flotilla
 BIN := $(FLOTILLA_CACHE)/bin

@@ -2,6 +2,7 @@ package tenant_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -39,7 +41,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	flag.Parse()
+	// The controller's logs only with -v: the summary of a passing run stays readable.
+	level := zapcore.ErrorLevel
+	if testing.Verbose() {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

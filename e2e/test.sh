@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# test.sh MODULE...: `make test`. Builds what the tests need (cached), then runs every module's
+# unit, integration and e2e tests with -race on a real control plane, plus a short fuzz run of each
+# user-facing validation, and prints gotestsum's summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo ">> building test binaries (kube-apiserver, etcd, kube-controller-manager, kubectl, helm, gotestsum; cached in ${FLOTILLA_CACHE:-~/.cache/flotilla})"
+bin=$(libs/builder/build.sh)
+export KUBEBUILDER_ASSETS=$bin PATH=$bin:$PATH
+
+pkgs=()
+for m in "$@"; do pkgs+=("$(awk '/^module /{print $2}' "$m/go.mod")/..."); done
+
+echo ">> fuzzing the Tenant validation for ${FUZZTIME:=20s}"
+(cd services/tenant-controller && go test -run '^$' -fuzz '^FuzzValidate$' -fuzztime "$FUZZTIME" ./internal/tenancy/)
+
+echo ">> go test -race ${pkgs[*]}"
+gotestsum --format testname --format-hide-empty-pkg -- -race -count=1 -timeout 40m "${pkgs[@]}"
