@@ -50,7 +50,8 @@ func run(opts manager.Options, groupPrefix string, concurrency int) error {
 		Recorder:    mgr.GetEventRecorder(opts.Name),
 		GroupPrefix: groupPrefix,
 	}
-	if err := r.SetupWithManager(mgr, concurrency); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	if err := r.SetupWithManager(ctx, mgr, concurrency); err != nil {
 		return err
 	}
 	if opts.WebhookPort != 0 {
@@ -58,5 +59,5 @@ func run(opts manager.Options, groupPrefix string, concurrency int) error {
 			return err
 		}
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

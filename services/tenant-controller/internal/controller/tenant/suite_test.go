@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -106,14 +106,14 @@ func startManager() error {
 		return err
 	}
 	r := &tenant.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tenant-controller")}
-	if err := r.SetupWithManager(mgr, 4); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopMgr = cancel
+	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
 		return err
 	}
 	if err := (&tenantwebhook.TenantValidator{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopMgr = cancel
 	managerErr = make(chan error, 1)
 	go func() { managerErr <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {

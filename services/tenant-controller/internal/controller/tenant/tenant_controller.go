@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -75,7 +78,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	s := &scope{tenant: t}
 	helper := patch.NewHelper(t)
-	wasReady := conditions.IsTrue(t, "Ready")
+	var wasReady *bool
+	if c := conditions.Get(t, fmeta.ReadyCondition); c != nil {
+		wasReady = ptr.To(c.Status == metav1.ConditionTrue)
+	}
 	defer func() {
 		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s, wasReady))
 	}()
@@ -140,8 +146,21 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 }
 
+// ancestorIndex indexes Tenants by the namespaces of all their ancestors, so that a tenant's
+// descendants are one indexed lookup instead of a scan of every tenant.
+const ancestorIndex = "tenancy.flotilla.dev/ancestor"
+
 // SetupWithManager watches Tenants, the tenant namespaces and the objects written into them.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &tenancyv1.Tenant{}, ancestorIndex, func(o client.Object) []string {
+		p, err := tenancy.Place(client.ObjectKeyFromObject(o))
+		if err != nil {
+			return nil
+		}
+		return p.Ancestors
+	}); err != nil {
+		return err
+	}
 	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		ns := o.GetNamespace()
 		if ns == "" { // a Namespace
@@ -152,14 +171,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		}
 		return nil
 	})
+	// Our own status writes and the creation of our own children are not news: the reconcile that
+	// caused them already acted. Changes by others to what we wrote, and deletions, are.
+	children := builder.WithPredicates(notCreate{})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&tenancyv1.Tenant{}).
+		For(&tenancyv1.Tenant{}, builder.WithPredicates(treeChanged{})).
 		Watches(&tenancyv1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.relatives), builder.WithPredicates(treeChanged{})).
-		Watches(&corev1.Namespace{}, toOwner).
-		Watches(&rbacv1.RoleBinding{}, toOwner).
-		Watches(&corev1.ResourceQuota{}, toOwner).
-		Watches(&corev1.LimitRange{}, toOwner).
-		Watches(&networkingv1.NetworkPolicy{}, toOwner).
+		Watches(&corev1.Namespace{}, toOwner, children).
+		Watches(&rbacv1.RoleBinding{}, toOwner, children).
+		Watches(&corev1.ResourceQuota{}, toOwner, children).
+		Watches(&corev1.LimitRange{}, toOwner, children).
+		Watches(&networkingv1.NetworkPolicy{}, toOwner, children).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }
@@ -174,26 +196,24 @@ func (r *Reconciler) relatives(ctx context.Context, o client.Object) []reconcile
 	if parent, ok := tenancy.OwnerOf(key.Namespace); ok && !tenancy.IsRoot(key) {
 		out = append(out, reconcile.Request{NamespacedName: parent})
 	}
-	all := &tenancyv1.TenantList{}
-	if err := r.List(ctx, all); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing tenants to find relatives")
-		return out
+	// Read-only lists straight from the cache: no deep copies on this hot path.
+	siblings, descendants := &tenancyv1.TenantList{}, &tenancyv1.TenantList{}
+	if err := r.List(ctx, siblings, client.InNamespace(key.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing siblings")
 	}
-	for i := range all.Items {
-		c := &all.Items[i]
-		if c.Namespace == key.Namespace || isDescendantNamespace(c.Namespace, own, tenancy.IsRoot(key)) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+	if err := r.List(ctx, descendants, client.MatchingFields{ancestorIndex: own}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing descendants")
+	}
+	for _, list := range [][]tenancyv1.Tenant{siblings.Items, descendants.Items} {
+		for i := range list {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list[i])})
 		}
 	}
 	return out
 }
 
-func isDescendantNamespace(ns, own string, root bool) bool {
-	return root || ns == own || (len(ns) > len(own) && ns[:len(own)] == own && ns[len(own)] == '-')
-}
-
-// treeChanged passes the tenant events that can change a relative: creation, deletion, a new
-// generation (spec) and the start of deletion.
+// treeChanged passes the tenant events that can change the tenant or a relative: creation,
+// deletion, a new generation (spec) and the start of deletion.
 type treeChanged struct{ predicate.Funcs }
 
 func (treeChanged) Create(event.CreateEvent) bool { return true }
@@ -203,6 +223,11 @@ func (treeChanged) Update(e event.UpdateEvent) bool {
 		e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 }
 func (treeChanged) Generic(event.GenericEvent) bool { return false }
+
+// notCreate passes every event but creation.
+type notCreate struct{ predicate.Funcs }
+
+func (notCreate) Create(event.CreateEvent) bool { return false }
 
 // requeueWhileBlocked is how often a blocked deletion is looked at again, in case nothing we
 // watch changes when the blocker goes away.

@@ -12,8 +12,8 @@ import (
 
 // writeStatus is the one place a Tenant's status is written: it summarises the domain conditions
 // into Ready/Reconciling/Stalled, patches only if something changed, and emits an event when
-// Ready flips.
-func (r *Reconciler) writeStatus(ctx context.Context, helper *patch.Helper, s *scope, wasReady bool) error {
+// Ready flips (not when it is first established: creation is not news).
+func (r *Reconciler) writeStatus(ctx context.Context, helper *patch.Helper, s *scope, wasReady *bool) error {
 	t := s.tenant
 	if t.DeletionTimestamp.IsZero() {
 		conditions.Summarize(t, domainConditions, s.stall)
@@ -22,7 +22,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, helper *patch.Helper, s *s
 	if err != nil || !changed || r.Recorder == nil {
 		return err
 	}
-	if ready := conditions.Get(t, fmeta.ReadyCondition); ready != nil && wasReady != (ready.Status == "True") {
+	if ready := conditions.Get(t, fmeta.ReadyCondition); ready != nil && wasReady != nil && *wasReady != (ready.Status == "True") {
 		kind := corev1.EventTypeNormal
 		if ready.Status != "True" {
 			kind = corev1.EventTypeWarning
