@@ -103,8 +103,7 @@ func (r *Reconciler) reconcileNamespace(ctx context.Context, s *scope) (ctrl.Res
 	desired := tenancy.Namespace(p, t, eff, owner)
 	if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Name: p.Namespace}, &corev1.Namespace{},
 		desired, corev1ac.ExtractNamespace, tenancy.FieldOwner); err != nil {
-		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, "ApplyFailed", err.Error())
-		return ctrl.Result{}, err
+		return failed(s, tenancyv1.NamespaceReadyCondition, err)
 	}
 	conditions.MarkTrue(t, tenancyv1.NamespaceReadyCondition, tenancyv1.ReconciledReason, "Namespace "+p.Namespace+" is in place")
 	return ctrl.Result{}, nil
@@ -126,51 +125,32 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	ns := s.placement.Namespace
-	for _, rb := range tenancy.RoleBindings(ns, s.chain, r.GroupPrefix) {
-		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *rb.Name},
-			&rbacv1.RoleBinding{}, rb, rbacv1ac.ExtractRoleBinding, tenancy.FieldOwner); err != nil {
-			conditions.MarkFalse(s.tenant, tenancyv1.AccessReadyCondition, "ApplyFailed", err.Error())
-			return ctrl.Result{}, err
-		}
+	if err := applySet(ctx, r, ns, tenancy.RoleBindings(ns, s.chain, r.GroupPrefix),
+		func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{}); err != nil {
+		return failed(s, tenancyv1.AccessReadyCondition, err)
 	}
 	conditions.MarkTrue(s.tenant, tenancyv1.AccessReadyCondition, tenancyv1.ReconciledReason, "Role bindings are in place")
 	return ctrl.Result{}, nil
 }
 
-// reconcileQuota checks the tenant's quota against its parent's and writes what is left of it,
-// after the children's reservations, as the namespace's ResourceQuota, plus the LimitRange.
+// reconcileQuota writes what is left of the tenant's quota after its children's reservations as
+// the namespace's ResourceQuota, plus the LimitRange, and checks the quota against the parent's.
 func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
 	if !namespaceReady(s, tenancyv1.QuotaReadyCondition) {
 		return ctrl.Result{}, nil
 	}
+	ns := s.placement.Namespace
+	if err := applySet(ctx, r, ns, optional(tenancy.ResourceQuota(ns, tenancy.OwnQuota(t, s.children))),
+		func() *corev1.ResourceQuota { return &corev1.ResourceQuota{} }, corev1ac.ExtractResourceQuota, &corev1.ResourceQuotaList{}); err != nil {
+		return failed(s, tenancyv1.QuotaReadyCondition, err)
+	}
+	if err := applySet(ctx, r, ns, optional(tenancy.LimitRange(ns, t)),
+		func() *corev1.LimitRange { return &corev1.LimitRange{} }, corev1ac.ExtractLimitRange, &corev1.LimitRangeList{}); err != nil {
+		return failed(s, tenancyv1.QuotaReadyCondition, err)
+	}
 	siblings := &tenancyv1.TenantList{}
 	if err := r.List(ctx, siblings, client.InNamespace(t.Namespace)); err != nil {
-		return ctrl.Result{}, err
-	}
-	ns := s.placement.Namespace
-	var keep []string
-	if rq := tenancy.ResourceQuota(ns, tenancy.OwnQuota(t, s.children)); rq != nil {
-		keep = append(keep, *rq.Name)
-		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *rq.Name},
-			&corev1.ResourceQuota{}, rq, corev1ac.ExtractResourceQuota, tenancy.FieldOwner); err != nil {
-			conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, "ApplyFailed", err.Error())
-			return ctrl.Result{}, err
-		}
-	}
-	if err := r.prune(ctx, ns, &corev1.ResourceQuotaList{}, keep...); err != nil {
-		return ctrl.Result{}, err
-	}
-	keep = nil
-	if lr := tenancy.LimitRange(ns, t); lr != nil {
-		keep = append(keep, *lr.Name)
-		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *lr.Name},
-			&corev1.LimitRange{}, lr, corev1ac.ExtractLimitRange, tenancy.FieldOwner); err != nil {
-			conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, "ApplyFailed", err.Error())
-			return ctrl.Result{}, err
-		}
-	}
-	if err := r.prune(ctx, ns, &corev1.LimitRangeList{}, keep...); err != nil {
 		return ctrl.Result{}, err
 	}
 	if errs := tenancy.ValidateQuota(t, s.ancestors(), siblings.Items); len(errs) > 0 {
@@ -183,15 +163,12 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result,
 		s.addStall(reason, msg)
 		return ctrl.Result{}, nil
 	}
-	conditions.MarkTrue(t, tenancyv1.QuotaReadyCondition, tenancyv1.ReconciledReason, quotaMessage(t))
-	return ctrl.Result{}, nil
-}
-
-func quotaMessage(t *tenancyv1.Tenant) string {
-	if len(t.Spec.ResourceQuotas) == 0 {
-		return "No quota declared"
+	msg := "No quota declared"
+	if len(t.Spec.ResourceQuotas) > 0 {
+		msg = "Quota is in place and fits the parent's"
 	}
-	return "Quota is in place and fits the parent's"
+	conditions.MarkTrue(t, tenancyv1.QuotaReadyCondition, tenancyv1.ReconciledReason, msg)
+	return ctrl.Result{}, nil
 }
 
 // reconcileNetworkPolicies writes the isolation policy and one policy per shared service the
@@ -200,22 +177,48 @@ func (r *Reconciler) reconcileNetworkPolicies(ctx context.Context, s *scope) (ct
 	if !namespaceReady(s, tenancyv1.NetworkPolicyReadyCondition) {
 		return ctrl.Result{}, nil
 	}
-	ns := s.placement.Namespace
-	var keep []string
-	for _, np := range tenancy.NetworkPolicies(s.placement, s.tenant) {
-		keep = append(keep, *np.Name)
-		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: *np.Name},
-			&networkingv1.NetworkPolicy{}, np, netv1ac.ExtractNetworkPolicy, tenancy.FieldOwner); err != nil {
-			conditions.MarkFalse(s.tenant, tenancyv1.NetworkPolicyReadyCondition, "ApplyFailed", err.Error())
-			return ctrl.Result{}, err
-		}
-	}
-	if err := r.prune(ctx, ns, &networkingv1.NetworkPolicyList{}, keep...); err != nil {
-		return ctrl.Result{}, err
+	desired := tenancy.NetworkPolicies(s.placement, s.tenant)
+	if err := applySet(ctx, r, s.placement.Namespace, desired,
+		func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, netv1ac.ExtractNetworkPolicy, &networkingv1.NetworkPolicyList{}); err != nil {
+		return failed(s, tenancyv1.NetworkPolicyReadyCondition, err)
 	}
 	conditions.MarkTrue(s.tenant, tenancyv1.NetworkPolicyReadyCondition, tenancyv1.ReconciledReason,
-		fmt.Sprintf("%d network policies are in place", len(keep)))
+		fmt.Sprintf("%d network policies are in place", len(desired)))
 	return ctrl.Result{}, nil
+}
+
+func failed(s *scope, cond string, err error) (ctrl.Result, error) {
+	conditions.MarkFalse(s.tenant, cond, "ApplyFailed", err.Error())
+	return ctrl.Result{}, err
+}
+
+// namedApplyConfiguration is a client-go apply configuration of a named object.
+type namedApplyConfiguration interface {
+	runtime.ApplyConfiguration
+	GetName() *string
+}
+
+// applySet applies desired (all of one kind) into ns and deletes the objects of that kind the
+// controller made there before and no longer wants.
+func applySet[T client.Object, AC namedApplyConfiguration](ctx context.Context, r *Reconciler, ns string, desired []AC,
+	newObj func() T, extract ssa.Extractor[T, AC], list client.ObjectList) error {
+	keep := make([]string, 0, len(desired))
+	for _, d := range desired {
+		name := *d.GetName()
+		keep = append(keep, name)
+		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: name}, newObj(), d, extract, tenancy.FieldOwner); err != nil {
+			return err
+		}
+	}
+	return r.prune(ctx, ns, list, keep...)
+}
+
+// optional turns a possibly nil desired object into a set of zero or one.
+func optional[T any](p *T) []*T {
+	if p == nil {
+		return nil
+	}
+	return []*T{p}
 }
 
 // prune deletes the objects of list's kind in ns that this controller created and no longer wants.
