@@ -6,10 +6,13 @@
 #       installs CRDs, webhooks and tenant roles, runs every controller as its own process,
 #       applies deploy/examples/ and waits for Ready.
 # down: stops the controllers and the control plane; the state stays in .local/.
+#
+# FLOTILLA_STATE moves the state directory, FLOTILLA_WEBHOOK_PORT the webhook port (19443), so that
+# a second demo (the e2e test's) can run beside yours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-state=$root/.local
+state=${FLOTILLA_STATE:-$root/.local}
 mkdir -p "$state/bin" "$state/logs"
 services=(tenant-controller)
 say() { printf '\033[1m>> %s\033[0m\n' "$*"; }
@@ -48,6 +51,7 @@ up() {
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml" \
+      --webhook-port "${FLOTILLA_WEBHOOK_PORT:-19443}" \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
     for _ in $(seq 300); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done

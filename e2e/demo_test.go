@@ -1,0 +1,42 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// `make demo` works as the README promises: the control plane starts, the controllers run as
+// their own processes, the example tenant tree becomes Ready and is printed; `make demo-down`
+// stops everything.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local platform")
+	}
+	env := append(os.Environ(), "FLOTILLA_STATE="+t.TempDir(), fmt.Sprintf("FLOTILLA_WEBHOOK_PORT=%d", freePort(t)))
+	demo := func(verb string) (string, error) {
+		cmd := exec.Command("bash", "demo.sh", verb)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		if out, err := demo("down"); err != nil {
+			t.Errorf("demo down: %v\n%s", err, out)
+		}
+	})
+	out, err := demo("up")
+	if err != nil {
+		t.Fatalf("demo up: %v\n%s", err, out)
+	}
+	for _, want := range []string{"tenant-acme-dev", "dev.acme.example.org", "export KUBECONFIG="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, " True"); n < 3 {
+		t.Errorf("want 3 Ready tenants in the tree, found %d:\n%s", n, out)
+	}
+}
