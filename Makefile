@@ -20,7 +20,7 @@ help: ## Show this help
 	@awk 'BEGIN{FS=":.*##"} /^##@/{printf "\n%s\n",substr($$0,5)} /^[a-z][a-zA-Z0-9_-]*:.*##/{printf "  %-14s %s\n",$$1,$$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: tools ## Run the platform locally: control plane, CRDs, every controller, example tenants
+demo: ## Run the platform locally: control plane, CRDs, every controller, example tenants
 	@bash e2e/demo.sh up
 
 .PHONY: demo-down

@@ -1,8 +1,6 @@
 package tenancy
 
 import (
-	"sort"
-
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -235,11 +233,4 @@ func NetworkPolicies(p Placement, t *tenancyv1.Tenant) []*netv1ac.NetworkPolicyA
 					metav1ac.LabelSelector().WithMatchLabels(map[string]string{s.label: p.Namespace}))))))
 	}
 	return out
-}
-
-func keyOf(t *tenancyv1.Tenant) typesKey { return typesKey{Namespace: t.Namespace, Name: t.Name} }
-
-// SortTenants orders tenants by name, for deterministic output.
-func SortTenants(ts []tenancyv1.Tenant) {
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 }

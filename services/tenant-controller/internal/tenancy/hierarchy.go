@@ -108,14 +108,17 @@ func Place(key types.NamespacedName) (Placement, error) {
 // DepthLabel formats a depth for the namespace label.
 func DepthLabel(d int) string { return strconv.Itoa(d) }
 
-type typesKey = types.NamespacedName
+// keyOf is the tenant's object key.
+func keyOf(t *tenancyv1.Tenant) types.NamespacedName {
+	return types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+}
 
 // Children keeps the tenants of list that are children of the tenant owning their namespace:
 // all of them, except the root tenant, which lives in the namespace it owns.
 func Children(list []tenancyv1.Tenant) []tenancyv1.Tenant {
 	out := list[:0:0]
 	for _, t := range list {
-		if !IsRoot(types.NamespacedName{Namespace: t.Namespace, Name: t.Name}) {
+		if !IsRoot(keyOf(&t)) {
 			out = append(out, t)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -19,11 +18,11 @@ import (
 // written before the schema existed and gives the webhook one place to report everything.
 func Validate(t *tenancyv1.Tenant) field.ErrorList {
 	var errs field.ErrorList
-	if _, err := Place(types.NamespacedName{Namespace: t.Namespace, Name: t.Name}); err != nil {
+	if _, err := Place(keyOf(t)); err != nil {
 		p := field.NewPath("metadata", "name")
 		if !nameRE.MatchString(t.Name) {
 			errs = append(errs, field.Invalid(p, t.Name, "must match ^[a-z][a-z0-9]*$: lower-case letters and digits, starting with a letter"))
-		} else if _, ok := OwnerOf(t.Namespace); !ok && !IsRoot(types.NamespacedName{Namespace: t.Namespace, Name: t.Name}) {
+		} else if _, ok := OwnerOf(t.Namespace); !ok && !IsRoot(keyOf(t)) {
 			errs = append(errs, field.Invalid(field.NewPath("metadata", "namespace"), t.Namespace, err.Error()))
 		} else {
 			errs = append(errs, field.Invalid(p, t.Name, err.Error()))
