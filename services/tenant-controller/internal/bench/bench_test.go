@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,6 +88,9 @@ func BenchmarkTenantTree(b *testing.B) {
 	defer func() { _ = proc.Process.Kill(); _ = proc.Wait() }()
 	progress("controller: creating %d tenants", len(tree))
 	cpu0 = cpuSeconds(b, apiserver)
+	if out := os.Getenv("BENCH_APISERVER_PROFILE"); out != "" {
+		go profileAPIServer(b, env, out)
+	}
 	b.StartTimer()
 	r.controller = measureController(ctx, b, env.Config, c, tree)
 	b.StopTimer()
@@ -338,6 +342,22 @@ func metric(b *testing.B, addr, name, exclude string) int {
 		total += int(v)
 	}
 	return total
+}
+
+// profileAPIServer saves a 20-second CPU profile of kube-apiserver (BENCH_APISERVER_PROFILE), to
+// see where the controller phase spends the server's time: go tool pprof -top FILE.
+func profileAPIServer(b *testing.B, env *testenv.Env, out string) {
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		progress("profile: %v", err)
+		return
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").DoRaw(context.Background())
+	if err != nil {
+		progress("profile: %v", err)
+		return
+	}
+	_ = os.WriteFile(out, raw, 0o644)
 }
 
 // pidOf finds the process whose executable is named name (the control plane this run started).
