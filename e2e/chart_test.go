@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -71,7 +72,7 @@ func checkDeployment(t *testing.T, d *unstructured.Unstructured) {
 	}
 	c := containers[0].(map[string]any)
 	args, _, _ := unstructured.NestedStringSlice(c, "args")
-	if !contains(args, "--leader-elect") {
+	if !slices.Contains(args, "--leader-elect") {
 		t.Errorf("deployment does not elect a leader: %v", args)
 	}
 	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
@@ -101,13 +102,4 @@ func checkGeneratedRBAC(t *testing.T, chart string, objs []*unstructured.Unstruc
 		}
 	}
 	t.Errorf("no ClusterRole %s rendered", svc)
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestFluxTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, svc := range services(t) {
-		if !contains(releases, svc) {
+		if !slices.Contains(releases, svc) {
 			t.Errorf("deploy/flux has no HelmRelease for service %s", svc)
 		}
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"go.starlark.net/starlark"
@@ -61,7 +62,7 @@ func TestTiltfile(t *testing.T) {
 		charts = append(charts, string(args[0].(starlark.String)))
 	}
 	for _, svc := range services(t) {
-		if !contains(charts, "deploy/charts/"+svc) {
+		if !slices.Contains(charts, "deploy/charts/"+svc) {
 			t.Errorf("Tiltfile does not deploy service %s (charts: %v)", svc, charts)
 		}
 		if _, err := os.Stat(filepath.Join(repo, "services", svc, "tilt-service.yaml")); err != nil {

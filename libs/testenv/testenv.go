@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -61,6 +60,7 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	kcm    *exec.Cmd
+	kcmLog *os.File
 }
 
 // Start starts etcd and kube-apiserver (and kube-controller-manager when asked), installs CRDs and
@@ -135,9 +135,9 @@ func (e *Env) startControllerManager(bin, dataDir string) error {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting kube-controller-manager: %w", err)
+		return errors.Join(fmt.Errorf("starting kube-controller-manager: %w", err), logf.Close())
 	}
-	e.kcm = cmd
+	e.kcm, e.kcmLog = cmd, logf
 	return nil
 }
 
@@ -152,6 +152,7 @@ func (e *Env) Stop() error {
 		case <-time.After(10 * time.Second):
 			_ = e.kcm.Process.Kill()
 		}
+		_ = e.kcmLog.Close()
 	}
 	return e.Environment.Stop()
 }
@@ -161,19 +162,4 @@ func (e *Env) As(user string, groups ...string) (client.Client, error) {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	return client.New(cfg, client.Options{Scheme: e.Client.Scheme()})
-}
-
-// WaitFor polls cond until it returns true or ctx ends; for setup code outside Gomega.
-func WaitFor(ctx context.Context, cond func(context.Context) (bool, error)) error {
-	for {
-		ok, err := cond(ctx)
-		if err == nil && ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -59,6 +59,16 @@ func IsReady(obj Setter) bool {
 		obj.GetObservedGeneration() == obj.GetGeneration()
 }
 
+// ReadyFlipped returns after's Ready condition when its status differs from before's: what
+// deserves an event. An object's first Ready condition is not a flip (creation is not news).
+func ReadyFlipped(before, after Setter) *metav1.Condition {
+	was, now := Get(before, fmeta.ReadyCondition), Get(after, fmeta.ReadyCondition)
+	if was == nil || now == nil || was.Status == now.Status {
+		return nil
+	}
+	return now
+}
+
 // Stall describes why a reconcile cannot progress without a human changing something.
 type Stall struct {
 	Reason  string

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -50,7 +51,7 @@ func New(o Options, scheme *runtime.Scheme, customize func(*ctrl.Options)) (ctrl
 		LeaderElectionID:              o.Name + ".flotilla.dev",
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       ptr(30 * time.Second),
+		GracefulShutdownTimeout:       ptr.To(30 * time.Second),
 	}
 	if o.WebhookPort != 0 {
 		opts.WebhookServer = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})
@@ -74,5 +75,3 @@ func New(o Options, scheme *runtime.Scheme, customize func(*ctrl.Options)) (ctrl
 	}
 	return mgr, nil
 }
-
-func ptr[T any](v T) *T { return &v }

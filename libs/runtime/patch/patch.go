@@ -23,6 +23,9 @@ func NewHelper(obj client.Object) *Helper {
 	return &Helper{before: obj.DeepCopyObject().(client.Object)}
 }
 
+// Before is the object as last read or written, for comparisons with what the reconcile changed.
+func (h *Helper) Before() client.Object { return h.before }
+
 // Status merge-patches obj's status subresource if its status differs from the snapshot, and
 // reports whether it wrote. Finalizers and spec are never written here.
 func (h *Helper) Status(ctx context.Context, c client.Client, obj client.Object) (bool, error) {

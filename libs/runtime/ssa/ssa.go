@@ -40,19 +40,22 @@ func Apply[T client.Object, AC runtime.ApplyConfiguration](ctx context.Context, 
 	return true, nil
 }
 
+// sameJSON compares two values by their JSON form, the form the API server stores.
 func sameJSON(a, b any) (bool, error) {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false, err
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		return false, err
+	}
 	var ma, mb any
-	for _, p := range []struct {
-		in  any
-		out *any
-	}{{a, &ma}, {b, &mb}} {
-		raw, err := json.Marshal(p.in)
-		if err != nil {
-			return false, err
-		}
-		if err := json.Unmarshal(raw, p.out); err != nil {
-			return false, err
-		}
+	if err := json.Unmarshal(ja, &ma); err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(jb, &mb); err != nil {
+		return false, err
 	}
 	return equality.Semantic.DeepEqual(ma, mb), nil
 }

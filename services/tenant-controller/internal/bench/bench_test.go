@@ -122,10 +122,6 @@ type result struct {
 
 func (r result) ratio() float64 { return r.controller.Seconds() / r.floor.Seconds() }
 
-func runtimeNumCPU() int { return runtime.NumCPU() }
-
-func goVersion() string { return runtime.Version() }
-
 // node is one tenant of the benchmark tree.
 type node struct {
 	t     *tenancyv1.Tenant
@@ -451,7 +447,7 @@ measured in the same run, because these machines are noisy.
 The controller runs as its own process (the real binary, %d workers) with its admission webhook
 in the path of every Tenant create; the floor makes plain creates with no controller, webhook, Tenant
 objects or status. See `+"`services/tenant-controller/internal/bench`"+`.
-`, time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtimeNumCPU(), cpu, goVersion(),
+`, time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), cpu, runtime.Version(),
 		tenants, workers, r.floor.Seconds(), tenants, r.controller.Seconds(), r.ratio(), status(r.ratio() <= 1.5),
 		int(quietPeriod.Seconds()), r.quietWrites, status(r.quietWrites == 0), float64(r.peakRSSKiB)/1024,
 		r.apiserverFloorCPU, r.apiserverControllerCPU, r.controllerCPU, r.reconciles, r.writes, workers)

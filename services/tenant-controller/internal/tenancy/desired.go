@@ -158,14 +158,9 @@ func OwnQuota(t *tenancyv1.Tenant, children []tenancyv1.Tenant) corev1.ResourceL
 		if left.Sign() < 0 {
 			left = resource.Quantity{}
 		}
-		hard[name] = canonical(left)
+		hard[name] = left
 	}
 	return hard
-}
-
-// canonical re-parses a quantity so that its serialisation matches what the API server stores.
-func canonical(q resource.Quantity) resource.Quantity {
-	return resource.MustParse(q.String())
 }
 
 // ResourceQuota is the tenant namespace's quota, or nil when the tenant declares none.

@@ -1,12 +1,15 @@
 package tenancy
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
@@ -107,6 +110,24 @@ func Place(key types.NamespacedName) (Placement, error) {
 
 // DepthLabel formats a depth for the namespace label.
 func DepthLabel(d int) string { return strconv.Itoa(d) }
+
+// Ancestors reads the tenants from the root down to parent. When one of them does not exist it
+// returns its key as missing, and no tenants.
+func Ancestors(ctx context.Context, r client.Reader, parent types.NamespacedName) (chain []*tenancyv1.Tenant, missing *types.NamespacedName, err error) {
+	for k := parent; ; k, _ = OwnerOf(k.Namespace) {
+		a := &tenancyv1.Tenant{}
+		if err := r.Get(ctx, k, a); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &k, nil
+			}
+			return nil, nil, err
+		}
+		chain = append([]*tenancyv1.Tenant{a}, chain...)
+		if IsRoot(k) {
+			return chain, nil, nil
+		}
+	}
+}
 
 // keyOf is the tenant's object key.
 func keyOf(t *tenancyv1.Tenant) types.NamespacedName {

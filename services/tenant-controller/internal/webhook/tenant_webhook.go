@@ -83,10 +83,13 @@ func invalid(t *tenancyv1.Tenant, errs field.ErrorList) error {
 }
 
 func (v *TenantValidator) validateWithinParent(ctx context.Context, t *tenancyv1.Tenant, parent types.NamespacedName) (field.ErrorList, error) {
-	ancestors, err := v.ancestors(ctx, parent)
-	if err != nil || ancestors == nil {
+	ancestors, missing, err := tenancy.Ancestors(ctx, v.Reader, parent)
+	if err != nil {
+		return nil, err
+	}
+	if missing != nil {
 		return field.ErrorList{field.Invalid(field.NewPath("metadata", "namespace"), t.Namespace,
-			fmt.Sprintf("parent tenant %s does not exist", parent))}, err
+			fmt.Sprintf("parent tenant %s does not exist", parent))}, nil
 	}
 	siblings := &tenancyv1.TenantList{}
 	if err := v.Reader.List(ctx, siblings, client.InNamespace(t.Namespace)); err != nil {
@@ -110,19 +113,4 @@ func (v *TenantValidator) childWarnings(ctx context.Context, t *tenancyv1.Tenant
 		}
 	}
 	return warnings, nil
-}
-
-// ancestors returns the tenant chain from the root down to parent, or nil if one is missing.
-func (v *TenantValidator) ancestors(ctx context.Context, parent types.NamespacedName) ([]*tenancyv1.Tenant, error) {
-	var out []*tenancyv1.Tenant
-	for k := parent; ; k, _ = tenancy.OwnerOf(k.Namespace) {
-		a := &tenancyv1.Tenant{}
-		if err := v.Reader.Get(ctx, k, a); err != nil {
-			return nil, client.IgnoreNotFound(err)
-		}
-		out = append([]*tenancyv1.Tenant{a}, out...)
-		if tenancy.IsRoot(k) {
-			return out, nil
-		}
-	}
 }

@@ -37,19 +37,15 @@ func (r *Reconciler) loadTree(ctx context.Context, s *scope) (done bool, err err
 		return true, nil
 	}
 	var ancestors []*tenancyv1.Tenant
-	for k := s.placement.Parent; !tenancy.IsRoot(key); k, _ = tenancy.OwnerOf(k.Namespace) {
-		a := &tenancyv1.Tenant{}
-		if err := r.Get(ctx, k, a); err != nil {
-			if apierrors.IsNotFound(err) {
-				msg := fmt.Sprintf("Waiting for ancestor tenant %s to exist", k)
-				conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.ParentNotFoundReason, msg)
-				return true, nil
-			}
+	if !tenancy.IsRoot(key) {
+		var missing *types.NamespacedName
+		if ancestors, missing, err = tenancy.Ancestors(ctx, r.Client, s.placement.Parent); err != nil {
 			return true, err
 		}
-		ancestors = append([]*tenancyv1.Tenant{a}, ancestors...)
-		if tenancy.IsRoot(k) {
-			break
+		if missing != nil {
+			msg := fmt.Sprintf("Waiting for ancestor tenant %s to exist", missing)
+			conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.ParentNotFoundReason, msg)
+			return true, nil
 		}
 	}
 	s.chain = append(ancestors, t)
