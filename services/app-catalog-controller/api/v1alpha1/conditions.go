@@ -1,0 +1,43 @@
+package v1alpha1
+
+// Reasons used in ApplicationDefinition and CatalogSource conditions.
+const (
+	// InvalidSchemaReason: the values schema is not a structural OpenAPI v3 schema.
+	InvalidSchemaReason = "InvalidSchema"
+	// KindConflictReason: another definition, or a built-in resource, already uses the kind or
+	// one of its names.
+	KindConflictReason = "KindConflict"
+	// SourceNotReadyReason: the Flux source has no artifact yet.
+	SourceNotReadyReason = "SourceNotReady"
+	// ArtifactFailedReason: the source's artifact could not be fetched or read.
+	ArtifactFailedReason = "ArtifactFailed"
+	// ServedReason: the definition's kind is served under apps.flotilla.dev.
+	ServedReason = "Served"
+)
+
+// Labels and annotations on the objects the catalog writes.
+const (
+	// LabelSource names the CatalogSource that created an ApplicationDefinition.
+	LabelSource = "catalog.flotilla.dev/source"
+
+	// LabelAppKind, LabelAppName and LabelDefinition tie a HelmRelease back to its app.
+	LabelAppKind    = "apps.flotilla.dev/kind"
+	LabelAppName    = "apps.flotilla.dev/name"
+	LabelDefinition = "apps.flotilla.dev/definition"
+	// LabelRetainedFrom marks a PersistentVolumeClaim kept after its app was deleted with
+	// volumePolicy Retain: the value is <kind>.<name> of the app.
+	LabelRetainedFrom = "apps.flotilla.dev/retained-from"
+
+	// AppsPrefix: label and annotation keys under it are the platform's, never the customer's.
+	AppsPrefix = "apps.flotilla.dev/"
+	// AnnotationDeletionProtection and AnnotationVolumePolicy store spec.deletionProtection and
+	// spec.volumePolicy of an app on its HelmRelease.
+	AnnotationDeletionProtection = "apps.flotilla.dev/deletion-protection"
+	AnnotationVolumePolicy       = "apps.flotilla.dev/volume-policy"
+	// AnnotationManagedFields stores the app's metadata.managedFields (server-side apply).
+	AnnotationManagedFields = "apps.flotilla.dev/managed-fields"
+)
+
+// PlatformValuesKey is the top-level values key the platform fills (tenant, shared services);
+// no definition schema may declare it and no customer may set it.
+const PlatformValuesKey = "flotilla"

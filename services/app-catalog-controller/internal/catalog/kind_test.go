@@ -1,0 +1,93 @@
+package catalog
+
+import (
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+)
+
+func definition(schema string, forbidden ...string) *catalogv1.ApplicationDefinition {
+	return &catalogv1.ApplicationDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "postgreses"},
+		Spec: catalogv1.ApplicationDefinitionSpec{
+			Names:          catalogv1.Names{Kind: "Postgres", Plural: "postgreses", ShortNames: []string{"pg"}},
+			Schema:         apiextensionsv1.JSON{Raw: []byte(schema)},
+			ForbiddenPaths: forbidden,
+			Chart: catalogv1.Chart{Name: "postgres", SourceRef: catalogv1.SourceReference{
+				Kind: "HelmRepository", Name: "catalog", Namespace: "flotilla-system"}},
+		},
+	}
+}
+
+const pgSchema = `{"type":"object","properties":{
+  "replicas":{"type":"integer","minimum":1,"maximum":5,"default":2},
+  "size":{"type":"string","default":"1Gi","pattern":"^[0-9]+Gi$"},
+  "parameters":{"type":"object","additionalProperties":{"type":"string"}},
+  "extra":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}`
+
+func TestCompileDefaultsAndValidates(t *testing.T) {
+	k, err := Compile(definition(pgSchema, "**.image", "parameters.shared_preload_libraries"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.ReleasePrefix != "postgres-" || k.GVR.Resource != "postgreses" {
+		t.Fatalf("names: %+v", k)
+	}
+	app := map[string]any{"spec": map[string]any{}}
+	k.Default(app)
+	spec := app["spec"].(map[string]any)
+	if spec["replicas"] != int64(2) || spec["size"] != "1Gi" {
+		t.Fatalf("defaults not applied: %v", spec)
+	}
+	if errs := k.Validate(app); len(errs) != 0 {
+		t.Fatalf("valid app rejected: %v", errs)
+	}
+
+	cases := map[string]struct {
+		spec string
+		want string
+	}{
+		"unknown field":  {`{"replicas":1,"color":"red"}`, "spec.color: Invalid value"},
+		"out of range":   {`{"replicas":9}`, "spec.replicas: Invalid value"},
+		"pattern":        {`{"size":"1TB"}`, "spec.size: Invalid value"},
+		"forbidden deep": {`{"extra":{"containers":[{"image":"evil"}]}}`, "spec.extra.containers[0].image: Forbidden"},
+		"forbidden key":  {`{"parameters":{"shared_preload_libraries":"x"}}`, "spec.parameters.shared_preload_libraries: Forbidden"},
+		"platform key":   {`{"flotilla":{}}`, "spec.flotilla"},
+		"volume policy":  {`{"volumePolicy":"Delete"}`, "spec.volumePolicy: Forbidden"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			app := map[string]any{"spec": mustJSON(t, c.spec)}
+			errs := k.Validate(app)
+			if !strings.Contains(errs.ToAggregate().Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", errs, c.want)
+			}
+		})
+	}
+}
+
+func TestCompileRejectsBadDefinitions(t *testing.T) {
+	cases := map[string]struct {
+		def  *catalogv1.ApplicationDefinition
+		want string
+	}{
+		"not structural": {definition(`{"type":"object","properties":{"a":{}}}`), "spec.schema.properties[a].type: Required value"},
+		"not an object":  {definition(`{"type":"string"}`), "spec.schema.type"},
+		"reserved":       {definition(`{"type":"object","properties":{"volumePolicy":{"type":"string"}}}`), "spec.schema.properties[volumePolicy]: Forbidden"},
+		"bad default":    {definition(`{"type":"object","properties":{"a":{"type":"integer","default":"x"}}}`), "spec.schema.properties[a].default"},
+		"bad forbidden":  {definition(pgSchema, "a..b"), "spec.forbiddenPaths[0]"},
+		"not json":       {definition(`[`), "spec.schema"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Compile(c.def)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
