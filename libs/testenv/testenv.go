@@ -52,6 +52,9 @@ type Options struct {
 	WebhookPort int
 	// Scheme for the admin client; defaults to client-go's scheme.
 	Scheme *runtime.Scheme
+	// Aggregation configures kube-apiserver's front proxy, for aggregated API servers
+	// (see RegisterAPIService).
+	Aggregation bool
 }
 
 // Env is a running control plane.
@@ -61,6 +64,8 @@ type Env struct {
 	Client client.Client
 	kcm    *exec.Cmd
 	kcmLog *os.File
+	tmp    string
+	procs  []*process
 }
 
 // Start starts etcd and kube-apiserver (and kube-controller-manager when asked), installs CRDs and
@@ -87,11 +92,27 @@ func Start(o Options) (*Env, error) {
 			return nil, err
 		}
 	}
+	var tmp string
+	if o.Aggregation {
+		dir := filepath.Join(o.DataDir, "front-proxy")
+		if o.DataDir == "" {
+			if tmp, err = os.MkdirTemp("", "flotilla-front-proxy-"); err != nil {
+				return nil, err
+			}
+			dir = tmp
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := configureAggregation(env, dir); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("starting control plane: %w", err), env.Stop())
 	}
-	e := &Env{Environment: env, Config: cfg}
+	e := &Env{Environment: env, Config: cfg, tmp: tmp}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: o.Scheme}); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
@@ -153,6 +174,12 @@ func (e *Env) Stop() error {
 			_ = e.kcm.Process.Kill()
 		}
 		_ = e.kcmLog.Close()
+	}
+	for _, p := range e.procs {
+		p.stop()
+	}
+	if e.tmp != "" {
+		_ = os.RemoveAll(e.tmp)
 	}
 	return e.Environment.Stop()
 }

@@ -1,0 +1,75 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// process is a helper binary run beside the control plane, logging to a file.
+type process struct {
+	cmd *exec.Cmd
+	log *os.File
+}
+
+// StartProcess runs bin from the builder's bin directory with a kubeconfig for an admin user in
+// $KUBECONFIG, logging to <logDir>/<name>.log; Stop stops it.
+func (e *Env) StartProcess(name, logDir string, env []string, args ...string) error {
+	bin, err := BinDir()
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := e.AdminKubeconfig(name, logDir)
+	if err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return errors.Join(fmt.Errorf("starting %s: %w", name, err), logf.Close())
+	}
+	e.procs = append(e.procs, &process{cmd: cmd, log: logf})
+	return nil
+}
+
+// AdminKubeconfig writes a kubeconfig for a new system:masters user to <dir>/<name>.kubeconfig.
+func (e *Env) AdminKubeconfig(name, dir string) (string, error) {
+	user, err := e.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name+".kubeconfig")
+	return path, os.WriteFile(path, raw, 0o600)
+}
+
+func (p *process) stop() {
+	if p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	_ = p.log.Close()
+}

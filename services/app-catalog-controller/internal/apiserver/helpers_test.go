@@ -1,0 +1,5 @@
+package apiserver
+
+import corev1 "k8s.io/api/core/v1"
+
+type corev1Namespace = corev1.Namespace

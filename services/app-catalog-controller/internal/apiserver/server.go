@@ -1,0 +1,301 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/spf13/pflag"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/kube-openapi/pkg/handler3"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
+)
+
+// APIServiceName is the APIService registering this server with kube-apiserver.
+const APIServiceName = "v1alpha1.apps.flotilla.dev"
+
+// AnnotationDiscovery on the APIService holds a hash of the served kinds; changing it makes
+// kube-apiserver's aggregator refetch discovery and OpenAPI at once instead of within a minute.
+const AnnotationDiscovery = "apps.flotilla.dev/discovery-hash"
+
+// Options are the apps apiserver's flags.
+type Options struct {
+	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
+	Authentication *genericoptions.DelegatingAuthenticationOptions
+	Authorization  *genericoptions.DelegatingAuthorizationOptions
+	// History is how many changes the watch cache keeps for watches resuming from a
+	// resourceVersion.
+	History int
+}
+
+// NewOptions returns the defaults: port 8443, delegated authentication and authorization.
+func NewOptions() *Options {
+	o := &Options{
+		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
+		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
+		History:        100000,
+	}
+	o.SecureServing.BindPort = 8443
+	o.SecureServing.ServerCert.PairName = "apiserver"
+	return o
+}
+
+// AddFlags registers the options' flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.SecureServing.AddFlags(fs)
+	o.Authentication.AddFlags(fs)
+	o.Authorization.AddFlags(fs)
+	fs.IntVar(&o.History, "watch-history", o.History, "Changes kept for watches that resume from a resourceVersion.")
+}
+
+// Scheme holds the typed objects the server reads and writes in kube-apiserver.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(helmv2.AddToScheme(Scheme))
+	utilruntime.Must(catalogv1.AddToScheme(Scheme))
+	utilruntime.Must(apiregistrationv1.AddToScheme(Scheme))
+}
+
+// Server serves every ApplicationDefinition as a kind of apps.flotilla.dev/v1alpha1.
+type Server struct {
+	generic *genericapiserver.GenericAPIServer
+	cache   cache.Cache
+	client  client.Client
+	store   *store
+	openapi *handler3.OpenAPIService
+	serial  negotiatedSerializer
+	admit   admission.Interface
+
+	kinds     atomic.Pointer[map[string]*served] // by plural
+	compileMu sync.Mutex
+	compiled  map[types.UID]compiled
+	rebuildCh chan struct{}
+	lastHash  string
+}
+
+type compiled struct {
+	generation int64
+	kind       *catalog.Kind
+	err        error
+}
+
+// New builds the server from its options and a client configuration for kube-apiserver.
+func New(o *Options, kube *rest.Config) (*Server, error) {
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+	cfg := genericapiserver.NewRecommendedConfig(Codecs)
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
+		return nil, err
+	}
+	if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
+		return nil, err
+	}
+	if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
+		return nil, err
+	}
+	cfg.Authorization.Authorizer = listFirst{cfg.Authorization.Authorizer}
+	generic, err := cfg.Complete().New("flotilla-apps", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(kube, cache.Options{
+		Scheme: Scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			// Only HelmReleases that are apps; they are never modified, so no copies.
+			&helmv2.HelmRelease{}: {Label: mustSelector(catalogv1.LabelAppKind), UnsafeDisableDeepCopy: ptrTo(true)},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	direct, err := client.New(kube, client.Options{Scheme: Scheme})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		generic: generic, cache: c, client: direct, store: newStore(o.History),
+		openapi: handler3.NewOpenAPIService(), serial: newNegotiatedSerializer(),
+		admit: admission.NewChainHandler(), compiled: map[types.UID]compiled{}, rebuildCh: make(chan struct{}, 1),
+	}
+	s.kinds.Store(&map[string]*served{})
+	generic.Handler.NonGoRestfulMux.Handle(groupPath, s)
+	generic.Handler.NonGoRestfulMux.HandlePrefix(groupPath+"/", s)
+	if err := s.openapi.RegisterOpenAPIV3VersionedService("/openapi/v3", generic.Handler.NonGoRestfulMux); err != nil {
+		return nil, err
+	}
+	generic.DiscoveryGroupManager.AddGroup(apiGroup())
+	s.publish(map[string]*served{})
+	return s, nil
+}
+
+// Run starts the caches and serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	hrInformer, err := s.cache.GetInformer(ctx, &helmv2.HelmRelease{})
+	if err != nil {
+		return err
+	}
+	if _, err := hrInformer.AddEventHandler(s.store.handler()); err != nil {
+		return err
+	}
+	defInformer, err := s.cache.GetInformer(ctx, &catalogv1.ApplicationDefinition{})
+	if err != nil {
+		return err
+	}
+	if _, err := defInformer.AddEventHandler(eventsTo(s.rebuildCh)); err != nil {
+		return err
+	}
+	go func() {
+		if err := s.cache.Start(ctx); err != nil {
+			klog.ErrorS(err, "cache stopped")
+		}
+	}()
+	if !s.cache.WaitForCacheSync(ctx) {
+		return fmt.Errorf("caches did not sync")
+	}
+	s.store.markSynced()
+	s.rebuild(ctx)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.rebuildCh:
+				s.rebuild(ctx)
+			}
+		}
+	}()
+	return s.generic.PrepareRun().RunWithContext(ctx)
+}
+
+// rebuild resolves the catalog and swaps in the kinds it serves; discovery and OpenAPI follow.
+func (s *Server) rebuild(ctx context.Context) {
+	var defs catalogv1.ApplicationDefinitionList
+	if err := s.cache.List(ctx, &defs); err != nil {
+		klog.ErrorS(err, "listing ApplicationDefinitions")
+		return
+	}
+	var candidates []*catalogv1.ApplicationDefinition
+	for i := range defs.Items {
+		if !conflictsWithBuiltin(&defs.Items[i]) {
+			candidates = append(candidates, &defs.Items[i])
+		}
+	}
+	resolved := catalog.Resolve(candidates, s.compile)
+	old := *s.kinds.Load()
+	next := make(map[string]*served, len(resolved.Kinds))
+	for plural, k := range resolved.Kinds {
+		if prev, ok := old[plural]; ok && prev.kind == k {
+			next[plural] = prev
+			continue
+		}
+		sv, err := s.newServed(k)
+		if err != nil {
+			klog.ErrorS(err, "serving kind", "definition", k.Definition.Name)
+			continue
+		}
+		next[plural] = sv
+	}
+	s.kinds.Store(&next)
+	s.publish(next)
+	s.touchAPIService(ctx, next)
+}
+
+// compile caches Compile by definition UID and generation.
+func (s *Server) compile(def *catalogv1.ApplicationDefinition) (*catalog.Kind, error) {
+	s.compileMu.Lock()
+	defer s.compileMu.Unlock()
+	if c, ok := s.compiled[def.UID]; ok && c.generation == def.Generation {
+		return c.kind, c.err
+	}
+	k, err := catalog.Compile(def)
+	s.compiled[def.UID] = compiled{generation: def.Generation, kind: k, err: err}
+	return k, err
+}
+
+// conflictsWithBuiltin: the catalog controller marks definitions whose names clash with a
+// resource of another API group Stalled/KindConflict; they are not served.
+func conflictsWithBuiltin(def *catalogv1.ApplicationDefinition) bool {
+	for _, c := range def.Status.Conditions {
+		if c.Type == "Stalled" && c.Status == metav1.ConditionTrue && c.Reason == catalogv1.KindConflictReason &&
+			c.ObservedGeneration == def.Generation {
+			return true
+		}
+	}
+	return false
+}
+
+// publish updates discovery and OpenAPI to the served kinds.
+func (s *Server) publish(kinds map[string]*served) {
+	s.generic.AggregatedDiscoveryGroupManager.AddGroupVersion(catalogv1.AppsGroupVersion.Group, apidiscoveryv2.APIVersionDiscovery{
+		Version: catalogv1.AppsGroupVersion.Version, Resources: resourceDiscovery(kinds), Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
+	})
+	doc := &spec3.OpenAPI{Version: "3.0.0", Paths: &spec3.Paths{}, Components: &spec3.Components{}}
+	doc.Info = nil
+	for _, sv := range sortedKinds(kinds) {
+		mergeOpenAPI(doc, sv.kind.OpenAPI)
+	}
+	s.openapi.UpdateGroupVersion("apis/"+catalogv1.AppsGroupVersion.String(), doc)
+}
+
+// touchAPIService records a hash of the discovery document on the APIService when it changes, so
+// that kube-apiserver's aggregator refreshes discovery and OpenAPI straight away.
+func (s *Server) touchAPIService(ctx context.Context, kinds map[string]*served) {
+	raw, _ := json.Marshal(resourceDiscovery(kinds))
+	for _, sv := range sortedKinds(kinds) {
+		raw = fmt.Appendf(raw, "%s/%d", sv.kind.Definition.UID, sv.kind.Definition.Generation)
+	}
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:8])
+	if hash == s.lastHash {
+		return
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationDiscovery, hash)
+	svc := &apiregistrationv1.APIService{}
+	svc.Name = APIServiceName
+	if err := s.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		klog.V(2).InfoS("could not annotate the APIService; discovery refreshes within a minute", "err", err)
+		return
+	}
+	s.lastHash = hash
+}
+
+func mustSelector(key string) labels.Selector {
+	sel, err := labels.Parse(key)
+	utilruntime.Must(err)
+	return sel
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+var _ = corev1.Namespace{}

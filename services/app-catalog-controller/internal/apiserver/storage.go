@@ -1,0 +1,446 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
+)
+
+// maxReleaseName is Helm's limit on release names.
+const maxReleaseName = 53
+
+// readYourWrites bounds how long a write waits for the cache to show it.
+const readYourWrites = 10 * time.Second
+
+// appStorage is the rest.Storage of one kind of app: reads from the store, writes HelmReleases.
+type appStorage struct {
+	kind  *catalog.Kind
+	store *store
+	// client reads and writes kube-apiserver directly (no cache): writes, and the reads they
+	// depend on, must see the latest state.
+	client client.Client
+}
+
+var (
+	_ rest.Getter          = &appStorage{}
+	_ rest.Lister          = &appStorage{}
+	_ rest.Watcher         = &appStorage{}
+	_ rest.Creater         = &appStorage{}
+	_ rest.Updater         = &appStorage{}
+	_ rest.GracefulDeleter = &appStorage{}
+	_ rest.Scoper          = &appStorage{}
+	_ rest.TableConvertor  = &appStorage{}
+)
+
+func (s *appStorage) gr() schema.GroupResource { return s.kind.GVR.GroupResource() }
+
+// New implements rest.Storage.
+func (s *appStorage) New() runtime.Object {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(s.kind.GVK)
+	return u
+}
+
+// NewList implements rest.Lister.
+func (s *appStorage) NewList() runtime.Object {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(s.kind.GVK.GroupVersion().WithKind(s.kind.GVK.Kind + "List"))
+	return l
+}
+
+// Destroy implements rest.Storage.
+func (s *appStorage) Destroy() {}
+
+// NamespaceScoped implements rest.Scoper.
+func (s *appStorage) NamespaceScoped() bool { return true }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (s *appStorage) GetSingularName() string { return s.kind.Singular }
+
+// ConvertToTable implements rest.TableConvertor.
+func (s *appStorage) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	return s.kind.Table.ConvertToTable(ctx, obj, opts)
+}
+
+// Get implements rest.Getter.
+func (s *appStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	hr := s.store.get(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), name)
+	if hr == nil {
+		return nil, apierrors.NewNotFound(s.gr(), name)
+	}
+	return toApp(s.kind, hr)
+}
+
+// List implements rest.Lister. Label selectors apply to the app's labels; field selectors to
+// metadata.name and metadata.namespace. The whole list is returned in one page.
+func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	keep, err := s.filter(opts)
+	if err != nil {
+		return nil, err
+	}
+	hrs, rv := s.store.list(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), keep)
+	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	list := s.NewList().(*unstructured.UnstructuredList)
+	list.SetResourceVersion(fmt.Sprint(rv))
+	list.Items = make([]unstructured.Unstructured, 0, len(hrs))
+	for _, hr := range hrs {
+		app, err := toApp(s.kind, hr)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		list.Items = append(list.Items, *app)
+	}
+	return list, nil
+}
+
+func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2.HelmRelease) bool, error) {
+	lsel, fsel := labels.Everything(), fields.Everything()
+	if opts != nil && opts.LabelSelector != nil {
+		lsel = opts.LabelSelector
+	}
+	if opts != nil && opts.FieldSelector != nil {
+		fsel = opts.FieldSelector
+		for _, r := range fsel.Requirements() {
+			if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector %q: only metadata.name and metadata.namespace are supported", r.Field))
+			}
+		}
+	}
+	return func(hr *helmv2.HelmRelease) bool {
+		return lsel.Matches(labels.Set(hr.Labels)) &&
+			fsel.Matches(fields.Set{"metadata.name": hr.Labels[catalogv1.LabelAppName], "metadata.namespace": hr.Namespace})
+	}, nil
+}
+
+// Watch implements rest.Watcher, from the store (see store.watch for resourceVersion rules).
+func (s *appStorage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	keep, err := s.filter(opts)
+	if err != nil {
+		return nil, err
+	}
+	w := newWatcher(func(hr *helmv2.HelmRelease) (watch.Event, bool, error) {
+		app, err := toApp(s.kind, hr)
+		if err != nil {
+			return watch.Event{}, false, err
+		}
+		return watch.Event{Object: app}, keep(hr), nil
+	}, func(rv uint64) watch.Event {
+		u := s.New().(*unstructured.Unstructured)
+		u.SetResourceVersion(strconv.FormatUint(rv, 10))
+		u.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		return watch.Event{Type: watch.Bookmark, Object: u}
+	})
+	rv, initial := "", false
+	if opts != nil {
+		rv = opts.ResourceVersion
+		initial = opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	}
+	if err := s.store.watch(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), rv, initial, w); err != nil {
+		return nil, err
+	}
+	go w.run()
+	go func() {
+		<-w.done
+		s.store.unwatch(w)
+	}()
+	return w, nil
+}
+
+// admit defaults and validates an app before it is written.
+func (s *appStorage) admit(app *unstructured.Unstructured) error {
+	var errs field.ErrorList
+	name := app.GetName()
+	for _, msg := range validation.IsDNS1123Label(name) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, msg))
+	}
+	if release := s.kind.ReleasePrefix + name; len(release) > maxReleaseName {
+		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), name, maxReleaseName-len(s.kind.ReleasePrefix)))
+	}
+	for key := range app.GetLabels() {
+		if strings.HasPrefix(key, catalogv1.AppsPrefix) {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "labels").Key(key), "keys under apps.flotilla.dev/ are the platform's"))
+		}
+	}
+	for key := range app.GetAnnotations() {
+		if strings.HasPrefix(key, catalogv1.AppsPrefix) {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key), "keys under apps.flotilla.dev/ are the platform's"))
+		}
+	}
+	if len(app.GetFinalizers()) > 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "finalizers"), "apps do not support finalizers"))
+	}
+	if len(errs) == 0 {
+		s.kind.Default(app.Object)
+		errs = s.kind.Validate(app.Object)
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(s.kind.GVK.GroupKind(), name, errs)
+	}
+	return nil
+}
+
+func (s *appStorage) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, err
+	}
+	if ns.DeletionTimestamp != nil {
+		return nil, apierrors.NewForbidden(s.gr(), "", fmt.Errorf("namespace %s is being deleted", name))
+	}
+	return ns, nil
+}
+
+// Create implements rest.Creater: the app becomes a new HelmRelease.
+func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+	app, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not an app: %T", obj))
+	}
+	app.SetNamespace(genericapirequest.NamespaceValue(ctx))
+	if err := s.admit(app); err != nil {
+		return nil, err
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, app); err != nil {
+			return nil, err
+		}
+	}
+	ns, err := s.namespace(ctx, app.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	hr := &helmv2.HelmRelease{}
+	if err := toHelmRelease(s.kind, app, ns, hr); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if err := s.client.Create(ctx, hr, dryRun(opts.DryRun)...); err != nil {
+		return nil, s.mapError(err, app.GetName())
+	}
+	s.store.waitFor(ctx, hr.ResourceVersion, readYourWrites)
+	return toApp(s.kind, hr)
+}
+
+// Update implements rest.Updater (PUT, PATCH and server-side apply).
+func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	namespace := genericapirequest.NamespaceValue(ctx)
+	for attempt := 0; ; attempt++ {
+		current := s.store.get(s.kind.GVK.Kind, namespace, name)
+		if current == nil {
+			if !forceAllowCreate {
+				return nil, false, apierrors.NewNotFound(s.gr(), name)
+			}
+			obj, err := objInfo.UpdatedObject(ctx, nil)
+			if err != nil {
+				return nil, false, err
+			}
+			created, err := s.Create(ctx, obj, createValidation, &metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
+			return created, err == nil, err
+		}
+		hr := &helmv2.HelmRelease{}
+		if err := s.client.Get(ctx, client.ObjectKeyFromObject(current), hr); err != nil {
+			return nil, false, s.mapError(err, name)
+		}
+		old, err := toApp(s.kind, hr)
+		if err != nil {
+			return nil, false, apierrors.NewInternalError(err)
+		}
+		obj, err := objInfo.UpdatedObject(ctx, old)
+		if err != nil {
+			return nil, false, err
+		}
+		app, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("not an app: %T", obj))
+		}
+		pinned := app.GetResourceVersion() != ""
+		if pinned && app.GetResourceVersion() != hr.ResourceVersion {
+			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		if app.GetUID() != "" && app.GetUID() != hr.UID {
+			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("metadata.uid %s does not match the app's %s", app.GetUID(), hr.UID))
+		}
+		if err := s.admit(app); err != nil {
+			return nil, false, err
+		}
+		if updateValidation != nil {
+			if err := updateValidation(ctx, app, old); err != nil {
+				return nil, false, err
+			}
+		}
+		ns, err := s.namespace(ctx, namespace)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := toHelmRelease(s.kind, app, ns, hr); err != nil {
+			return nil, false, apierrors.NewInternalError(err)
+		}
+		err = s.client.Update(ctx, hr, dryRunUpdate(opts.DryRun)...)
+		if apierrors.IsConflict(err) && !pinned && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, false, s.mapError(err, name)
+		}
+		s.store.waitFor(ctx, hr.ResourceVersion, readYourWrites)
+		updated, err := toApp(s.kind, hr)
+		return updated, false, err
+	}
+}
+
+// Delete implements rest.GracefulDeleter. An app with spec.deletionProtection is refused; the
+// app's PersistentVolumeClaims are kept (Retain) or deleted (Delete) as its volume policy says.
+func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	current := s.store.get(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), name)
+	if current == nil {
+		return nil, false, apierrors.NewNotFound(s.gr(), name)
+	}
+	hr := &helmv2.HelmRelease{}
+	if err := s.client.Get(ctx, client.ObjectKeyFromObject(current), hr); err != nil {
+		return nil, false, s.mapError(err, name)
+	}
+	app, err := toApp(s.kind, hr)
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	}
+	if hr.Annotations[catalogv1.AnnotationDeletionProtection] == "true" {
+		return nil, false, apierrors.NewForbidden(s.gr(), name,
+			fmt.Errorf("spec.deletionProtection is true: set it to false before deleting the app"))
+	}
+	if deleteValidation != nil {
+		if err := deleteValidation(ctx, app); err != nil {
+			return nil, false, err
+		}
+	}
+	if opts.Preconditions != nil {
+		if uid := opts.Preconditions.UID; uid != nil && *uid != hr.UID {
+			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *uid, hr.UID))
+		}
+		if rv := opts.Preconditions.ResourceVersion; rv != nil && *rv != hr.ResourceVersion {
+			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, hr.ResourceVersion))
+		}
+	}
+	dry := len(opts.DryRun) > 0
+	policy := catalogv1.VolumePolicy(hr.Annotations[catalogv1.AnnotationVolumePolicy])
+	if policy == "" {
+		policy = s.kind.DefaultVolumePolicy()
+	}
+	if policy == catalogv1.VolumePolicyRetain && !dry {
+		// Before the release is uninstalled, so that garbage collection cannot take them.
+		if err := s.retainVolumes(ctx, hr, app); err != nil {
+			return nil, false, apierrors.NewInternalError(fmt.Errorf("keeping the app's volumes: %w", err))
+		}
+	}
+	delOpts := []client.DeleteOption{client.Preconditions{UID: &hr.UID, ResourceVersion: &hr.ResourceVersion}}
+	if dry {
+		delOpts = append(delOpts, client.DryRunAll)
+	}
+	if err := s.client.Delete(ctx, hr, delOpts...); err != nil {
+		return nil, false, s.mapError(err, name)
+	}
+	if dry {
+		return app, false, nil
+	}
+	if policy == catalogv1.VolumePolicyDelete {
+		if err := s.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(hr.Namespace),
+			client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
+			return nil, false, apierrors.NewInternalError(fmt.Errorf("deleting the app's volumes: %w", err))
+		}
+	}
+	// The HelmRelease may linger while helm-controller uninstalls it.
+	gone := &helmv2.HelmRelease{}
+	if err := s.client.Get(ctx, client.ObjectKeyFromObject(hr), gone); apierrors.IsNotFound(err) {
+		return app, true, nil
+	} else if err != nil {
+		return nil, false, s.mapError(err, name)
+	}
+	s.store.waitFor(ctx, gone.ResourceVersion, readYourWrites)
+	deleting, err := toApp(s.kind, gone)
+	return deleting, false, err
+}
+
+// releaseLabel is the Helm convention for the release an object belongs to; the app's volumes
+// are the claims carrying it.
+const releaseLabel = "app.kubernetes.io/instance"
+
+// retainVolumes detaches the app's claims from their owners and labels them with the app.
+func (s *appStorage) retainVolumes(ctx context.Context, hr *helmv2.HelmRelease, app *unstructured.Unstructured) error {
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := s.client.List(ctx, &pvcs, client.InNamespace(hr.Namespace), client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
+		return err
+	}
+	from := strings.ToLower(s.kind.GVK.Kind) + "." + app.GetName()
+	for i := range pvcs.Items {
+		pvc := &pvcs.Items[i]
+		if pvc.Labels[catalogv1.LabelRetainedFrom] == from && len(pvc.OwnerReferences) == 0 {
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		if pvc.Labels == nil {
+			pvc.Labels = map[string]string{}
+		}
+		pvc.Labels[catalogv1.LabelRetainedFrom] = from
+		pvc.OwnerReferences = nil
+		if err := s.client.Patch(ctx, pvc, patch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mapError reports a HelmRelease error as an error about the app.
+func (s *appStorage) mapError(err error, name string) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		if status, ok := err.(apierrors.APIStatus); ok && status.Status().Details != nil && status.Status().Details.Kind == "namespaces" {
+			return err // the app's namespace does not exist
+		}
+		return apierrors.NewNotFound(s.gr(), name)
+	case apierrors.IsAlreadyExists(err):
+		return apierrors.NewAlreadyExists(s.gr(), name)
+	case apierrors.IsConflict(err):
+		return apierrors.NewConflict(s.gr(), name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	case apierrors.IsInvalid(err):
+		return apierrors.NewInternalError(fmt.Errorf("the app's HelmRelease was rejected: %w", err))
+	}
+	return err
+}
+
+func dryRun(d []string) []client.CreateOption {
+	if len(d) > 0 {
+		return []client.CreateOption{client.DryRunAll}
+	}
+	return nil
+}
+
+func dryRunUpdate(d []string) []client.UpdateOption {
+	if len(d) > 0 {
+		return []client.UpdateOption{client.DryRunAll}
+	}
+	return nil
+}

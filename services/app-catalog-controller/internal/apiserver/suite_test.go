@@ -1,0 +1,210 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"go.uber.org/zap/zapcore"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+
+	"github.com/flotilla-dev/flotilla/libs/testenv"
+)
+
+// The suite runs the real control plane (etcd, kube-apiserver with its aggregator), the real Flux
+// source-controller and helm-controller, a loopback Helm repository serving the starter catalog's
+// charts, and this package's apps apiserver, registered through an APIService.
+var (
+	env        *testenv.Env
+	kube       client.Client
+	apps       dynamic.Interface
+	kubeconfig string
+	appsPort   int
+	repoRoot   = filepath.Join("..", "..", "..", "..")
+)
+
+const catalogNamespace = "flotilla-system"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(zapLevel()))))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, err := os.MkdirTemp("", "flotilla-apps-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := setup(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		if env != nil {
+			_ = env.Stop()
+		}
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop:", err)
+	}
+	return code
+}
+
+func setup(ctx context.Context, dir string) error {
+	modules, err := testenv.ModuleCRDDirs(append(testenv.FluxModules, cnpgModule)...)
+	if err != nil {
+		return err
+	}
+	if err := sourcev1.AddToScheme(Scheme); err != nil {
+		return err
+	}
+	env, err = testenv.Start(testenv.Options{
+		CRDDirs: append(modules,
+			filepath.Join(repoRoot, "deploy", "charts", "app-catalog-controller", "crds"),
+			filepath.Join(repoRoot, "deploy", "charts", "tenant-controller", "crds"),
+			filepath.Join("testdata", "crds")),
+		Aggregation: true,
+		Scheme:      Scheme,
+	})
+	if err != nil {
+		return err
+	}
+	kube = env.Client
+	if err := env.StartFlux(ctx, dir); err != nil {
+		return err
+	}
+	var charts []string
+	for _, app := range starterApps {
+		charts = append(charts, filepath.Join(repoRoot, "deploy", "catalog", app, "chart"))
+	}
+	repoDir := filepath.Join(dir, "charts")
+	if err := os.MkdirAll(repoDir, 0o700); err != nil {
+		return err
+	}
+	repo, err := testenv.ServeCharts(repoDir, 0, charts...)
+	if err != nil {
+		return err
+	}
+	if err := testenv.ApplyFile(ctx, kube, filepath.Join(repoRoot, "deploy", "catalog", "namespace.yaml")); err != nil {
+		return err
+	}
+	source := &sourcev1.HelmRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "flotilla-catalog", Namespace: catalogNamespace},
+		Spec:       sourcev1.HelmRepositorySpec{URL: repo.URL, Interval: metav1.Duration{Duration: 10 * time.Minute}},
+	}
+	if err := kube.Create(ctx, source); err != nil {
+		return err
+	}
+
+	if kubeconfig, err = env.AdminKubeconfig("flotilla-apps", dir); err != nil {
+		return err
+	}
+	if appsPort, err = freePort(); err != nil {
+		return err
+	}
+	opts := NewOptions()
+	opts.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	opts.SecureServing.BindPort = appsPort
+	opts.SecureServing.ServerCert.CertDirectory = dir
+	opts.Authentication.RemoteKubeConfigFile = kubeconfig
+	opts.Authorization.RemoteKubeConfigFile = kubeconfig
+	srv, err := New(opts, env.Config)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := srv.Run(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "apps apiserver:", err)
+		}
+	}()
+	if err := testenv.RegisterAPIService(ctx, kube, catalogNamespace, "apps.flotilla.dev", "v1alpha1", appsPort); err != nil {
+		return err
+	}
+	if apps, err = dynamic.NewForConfig(env.Config); err != nil {
+		return err
+	}
+	// Available once kube-apiserver reaches the server through the aggregator.
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		svc := &apiregistrationv1.APIService{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: APIServiceName}, svc); err != nil {
+			return false, nil
+		}
+		for _, c := range svc.Status.Conditions {
+			if c.Type == apiregistrationv1.Available {
+				return c.Status == apiregistrationv1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// cnpgModule provides the real CloudNativePG CRDs the Postgres chart's Cluster needs.
+const cnpgModule = "github.com/cloudnative-pg/cloudnative-pg@v1.27.1"
+
+// starterApps are the charts of deploy/catalog served to the tests.
+var starterApps = []string{"postgres"}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func zapLevel() int8 {
+	if os.Getenv("TEST_VERBOSE") != "" {
+		return -2
+	}
+	return 1
+}
+
+// kubectl runs the real kubectl as the admin, or as user (impersonated) when given.
+func kubectl(t testing.TB, stdin string, args ...string) (string, error) {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fresh discovery cache per call: kubectl's cache would hide kinds added since.
+	cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
+	}
+}
+
+var _ = apimeta.FindStatusCondition
