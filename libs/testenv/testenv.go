@@ -43,8 +43,8 @@ type Options struct {
 	// Webhooks are installed with a generated serving certificate pointing at a local port
 	// (Env.WebhookOptions tells the webhook server where).
 	Webhooks []*admissionv1.ValidatingWebhookConfiguration
-	// ControllerManager also runs kube-controller-manager's namespace and garbage-collector
-	// controllers, so namespaces really finish deleting.
+	// ControllerManager also runs kube-controller-manager's namespace, garbage-collector,
+	// role-aggregation and PVC-protection controllers, so deletions really finish.
 	ControllerManager bool
 	// DataDir keeps etcd's data (and the kubeconfig) across runs; empty means a temporary dir.
 	DataDir string
@@ -143,7 +143,7 @@ func (e *Env) startControllerManager(bin, dataDir string) error {
 	}
 	cmd := exec.Command(filepath.Join(bin, "kube-controller-manager"),
 		"--kubeconfig="+path,
-		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller",
+		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",

@@ -4,9 +4,10 @@ package v1alpha1
 const (
 	// InvalidSchemaReason: the values schema is not a structural OpenAPI v3 schema.
 	InvalidSchemaReason = "InvalidSchema"
-	// KindConflictReason: another definition, or a built-in resource, already uses the kind or
-	// one of its names.
+	// KindConflictReason: an older definition already uses the kind or one of its names.
 	KindConflictReason = "KindConflict"
+	// BuiltinConflictReason: a resource Kubernetes itself serves already uses one of the names.
+	BuiltinConflictReason = "BuiltinKindConflict"
 	// SourceNotReadyReason: the Flux source has no artifact yet.
 	SourceNotReadyReason = "SourceNotReady"
 	// ArtifactFailedReason: the source's artifact could not be fetched or read.
@@ -41,3 +42,14 @@ const (
 // PlatformValuesKey is the top-level values key the platform fills (tenant, shared services);
 // no definition schema may declare it and no customer may set it.
 const PlatformValuesKey = "flotilla"
+
+// ConflictsWithBuiltin reports whether the catalog controller found the definition's current
+// generation clashing with a built-in resource; the apps apiserver does not serve such a kind.
+func ConflictsWithBuiltin(def *ApplicationDefinition) bool {
+	for _, c := range def.Status.Conditions {
+		if c.Type == "Stalled" && c.Status == "True" && c.Reason == BuiltinConflictReason && c.ObservedGeneration == def.Generation {
+			return true
+		}
+	}
+	return false
+}

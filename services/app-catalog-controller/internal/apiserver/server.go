@@ -13,8 +13,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/spf13/pflag"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -207,7 +205,7 @@ func (s *Server) rebuild(ctx context.Context) {
 	}
 	var candidates []*catalogv1.ApplicationDefinition
 	for i := range defs.Items {
-		if !conflictsWithBuiltin(&defs.Items[i]) {
+		if !catalogv1.ConflictsWithBuiltin(&defs.Items[i]) {
 			candidates = append(candidates, &defs.Items[i])
 		}
 	}
@@ -241,18 +239,6 @@ func (s *Server) compile(def *catalogv1.ApplicationDefinition) (*catalog.Kind, e
 	k, err := catalog.Compile(def)
 	s.compiled[def.UID] = compiled{generation: def.Generation, kind: k, err: err}
 	return k, err
-}
-
-// conflictsWithBuiltin: the catalog controller marks definitions whose names clash with a
-// resource of another API group Stalled/KindConflict; they are not served.
-func conflictsWithBuiltin(def *catalogv1.ApplicationDefinition) bool {
-	for _, c := range def.Status.Conditions {
-		if c.Type == "Stalled" && c.Status == metav1.ConditionTrue && c.Reason == catalogv1.KindConflictReason &&
-			c.ObservedGeneration == def.Generation {
-			return true
-		}
-	}
-	return false
 }
 
 // publish updates discovery and OpenAPI to the served kinds.
@@ -297,5 +283,3 @@ func mustSelector(key string) labels.Selector {
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-var _ = corev1.Namespace{}

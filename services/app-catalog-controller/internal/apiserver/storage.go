@@ -278,8 +278,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		if !ok {
 			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("not an app: %T", obj))
 		}
-		pinned := app.GetResourceVersion() != ""
-		if pinned && app.GetResourceVersion() != hr.ResourceVersion {
+		if rv := app.GetResourceVersion(); rv != "" && rv != hr.ResourceVersion {
 			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 		}
 		if app.GetUID() != "" && app.GetUID() != hr.UID {
@@ -300,8 +299,11 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		if err := toHelmRelease(s.kind, app, ns, hr); err != nil {
 			return nil, false, apierrors.NewInternalError(err)
 		}
+		// A conflict here is a write that came between our read and our update (often
+		// helm-controller's status): read again. A resourceVersion the client pinned is checked
+		// against the fresh read above, as etcd-backed storage does.
 		err = s.client.Update(ctx, hr, dryRunUpdate(opts.DryRun)...)
-		if apierrors.IsConflict(err) && !pinned && attempt < 5 {
+		if apierrors.IsConflict(err) && attempt < 10 {
 			continue
 		}
 		if err != nil {
@@ -356,7 +358,13 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 			return nil, false, apierrors.NewInternalError(fmt.Errorf("keeping the app's volumes: %w", err))
 		}
 	}
-	delOpts := []client.DeleteOption{client.Preconditions{UID: &hr.UID, ResourceVersion: &hr.ResourceVersion}}
+	// helm-controller writes the HelmRelease's status all the time: only a resourceVersion the
+	// client asked for is a precondition.
+	pre := client.Preconditions{UID: &hr.UID}
+	if opts.Preconditions != nil {
+		pre.ResourceVersion = opts.Preconditions.ResourceVersion
+	}
+	delOpts := []client.DeleteOption{pre}
 	if dry {
 		delOpts = append(delOpts, client.DryRunAll)
 	}

@@ -24,6 +24,7 @@ type Catalog struct {
 // Resolve compiles every definition and decides which are served. Definitions that claim the
 // same kind, plural, singular or short name conflict: the oldest one (then the first by name)
 // is served and the others are rejected with KindConflict, never silently overwritten.
+// A definition being deleted still claims its names: its apps are served until they are gone.
 // compile is Compile, or a cache of it.
 func Resolve(defs []*catalogv1.ApplicationDefinition, compile func(*catalogv1.ApplicationDefinition) (*Kind, error)) Catalog {
 	defs = slices.Clone(defs)
@@ -36,9 +37,6 @@ func Resolve(defs []*catalogv1.ApplicationDefinition, compile func(*catalogv1.Ap
 	out := Catalog{Kinds: map[string]*Kind{}, Rejected: map[string]Rejection{}}
 	claimed := map[string]string{} // lower-cased name → definition claiming it
 	for _, def := range defs {
-		if def.DeletionTimestamp != nil {
-			continue
-		}
 		k, err := compile(def)
 		if err != nil {
 			out.Rejected[def.Name] = Rejection{Reason: catalogv1.InvalidSchemaReason, Message: err.Error()}

@@ -1,4 +1,4 @@
-package apiserver
+package integration
 
 import (
 	"context"
@@ -16,14 +16,19 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
 )
 
 // The suite runs the real control plane (etcd, kube-apiserver with its aggregator), the real Flux
@@ -74,7 +79,7 @@ func setup(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := sourcev1.AddToScheme(Scheme); err != nil {
+	if err := sourcev1.AddToScheme(apiserver.Scheme); err != nil {
 		return err
 	}
 	env, err = testenv.Start(testenv.Options{
@@ -82,13 +87,18 @@ func setup(ctx context.Context, dir string) error {
 			filepath.Join(repoRoot, "deploy", "charts", "app-catalog-controller", "crds"),
 			filepath.Join(repoRoot, "deploy", "charts", "tenant-controller", "crds"),
 			filepath.Join("testdata", "crds")),
-		Aggregation: true,
-		Scheme:      Scheme,
+		Aggregation:       true,
+		ControllerManager: true, // garbage collection and role aggregation
+		Scheme:            apiserver.Scheme,
 	})
 	if err != nil {
 		return err
 	}
 	kube = env.Client
+	// The tenant roles, as the tenant-controller's chart installs them.
+	if err := testenv.ApplyFile(ctx, kube, filepath.Join(repoRoot, "deploy", "charts", "tenant-controller", "templates", "tenant-roles.yaml")); err != nil {
+		return err
+	}
 	if err := env.StartFlux(ctx, dir); err != nil {
 		return err
 	}
@@ -121,13 +131,13 @@ func setup(ctx context.Context, dir string) error {
 	if appsPort, err = freePort(); err != nil {
 		return err
 	}
-	opts := NewOptions()
+	opts := apiserver.NewOptions()
 	opts.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
 	opts.SecureServing.BindPort = appsPort
 	opts.SecureServing.ServerCert.CertDirectory = dir
 	opts.Authentication.RemoteKubeConfigFile = kubeconfig
 	opts.Authorization.RemoteKubeConfigFile = kubeconfig
-	srv, err := New(opts, env.Config)
+	srv, err := apiserver.New(opts, env.Config)
 	if err != nil {
 		return err
 	}
@@ -136,6 +146,9 @@ func setup(ctx context.Context, dir string) error {
 			fmt.Fprintln(os.Stderr, "apps apiserver:", err)
 		}
 	}()
+	if err := startController(ctx); err != nil {
+		return err
+	}
 	if err := testenv.RegisterAPIService(ctx, kube, catalogNamespace, "apps.flotilla.dev", "v1alpha1", appsPort); err != nil {
 		return err
 	}
@@ -145,7 +158,7 @@ func setup(ctx context.Context, dir string) error {
 	// Available once kube-apiserver reaches the server through the aggregator.
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		svc := &apiregistrationv1.APIService{}
-		if err := kube.Get(ctx, client.ObjectKey{Name: APIServiceName}, svc); err != nil {
+		if err := kube.Get(ctx, client.ObjectKey{Name: apiserver.APIServiceName}, svc); err != nil {
 			return false, nil
 		}
 		for _, c := range svc.Status.Conditions {
@@ -155,6 +168,31 @@ func setup(ctx context.Context, dir string) error {
 		}
 		return false, nil
 	})
+}
+
+// startController runs the catalog controller in-process, as cmd/main.go wires it.
+func startController(ctx context.Context) error {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  apiserver.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{ByObject: definition.CacheByObject()},
+	})
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	if err := (&definition.Reconciler{Client: mgr.GetClient(), Discovery: dc}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "controller:", err)
+		}
+	}()
+	return nil
 }
 
 // cnpgModule provides the real CloudNativePG CRDs the Postgres chart's Cluster needs.

@@ -1,4 +1,4 @@
-package apiserver
+package integration
 
 import corev1 "k8s.io/api/core/v1"
 

@@ -1,0 +1,53 @@
+// Command app-catalog-controller reconciles the catalog (catalog.flotilla.dev): it reports which
+// ApplicationDefinitions are served and why not, guards their deletion while apps exist, and
+// imports definitions from CatalogSources. The apps themselves are served by cmd/apiserver.
+package main
+
+import (
+	"flag"
+	"os"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
+)
+
+func main() {
+	opts := manager.Options{Name: "app-catalog-controller"}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	if err := run(opts); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "app-catalog-controller failed")
+		os.Exit(1)
+	}
+}
+
+func run(opts manager.Options) error {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, catalogv1.AddToScheme, helmv2.AddToScheme, sourcev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
+		o.Cache.ByObject = definition.CacheByObject()
+	})
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	if err := (&definition.Reconciler{Client: mgr.GetClient(), Discovery: dc}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,236 @@
+// Package definition reconciles ApplicationDefinitions: it reports whether each one is served
+// (Ready) or why not (Stalled: an invalid schema, a name another definition or a built-in
+// Kubernetes resource already uses), and holds a definition's deletion until its apps are gone.
+package definition
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
+)
+
+// Finalizer holds a definition's deletion while apps of its kind exist.
+const Finalizer = "catalog.flotilla.dev/apps"
+
+// DeletionBlockedReason: the definition waits for its apps to be deleted.
+const DeletionBlockedReason = "DeletionBlocked"
+
+// Reconciler reconciles ApplicationDefinitions.
+type Reconciler struct {
+	Client    client.Client
+	Discovery discovery.DiscoveryInterface
+
+	mu       sync.Mutex
+	builtins map[string]string // lower-cased name → group/resource, from discovery
+	fetched  time.Time
+}
+
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
+
+// Reconcile reports one definition's state.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	def := &catalogv1.ApplicationDefinition{}
+	if err := r.Client.Get(ctx, req.NamespacedName, def); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	h := patch.NewHelper(def)
+	if def.DeletionTimestamp != nil {
+		return r.reconcileDelete(ctx, def, h)
+	}
+	if !controllerutil.ContainsFinalizer(def, Finalizer) {
+		controllerutil.AddFinalizer(def, Finalizer)
+		if err := r.Client.Update(ctx, def); err != nil {
+			return reconcile.Result{}, err
+		}
+		h = patch.NewHelper(def)
+	}
+	verdict, err := r.judge(ctx, def)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if verdict == nil {
+		conditions.Summarize(def, nil, nil)
+		conditions.MarkTrue(def, fmeta.ReadyCondition, catalogv1.ServedReason,
+			fmt.Sprintf("served as %s (%s.%s)", def.Spec.Names.Kind, def.Spec.Names.Plural, catalogv1.AppsGroupVersion.Group))
+	} else {
+		conditions.Summarize(def, nil, &conditions.Stall{Reason: verdict.Reason, Message: verdict.Message})
+	}
+	_, err = h.Status(ctx, r.Client, def)
+	return reconcile.Result{}, err
+}
+
+// judge decides as the apps apiserver does: definitions clashing with a built-in resource are
+// out, then catalog.Resolve settles clashes between definitions. nil means served.
+func (r *Reconciler) judge(ctx context.Context, def *catalogv1.ApplicationDefinition) (*catalog.Rejection, error) {
+	k, err := catalog.Compile(def)
+	if err != nil {
+		return &catalog.Rejection{Reason: catalogv1.InvalidSchemaReason, Message: err.Error()}, nil
+	}
+	builtins, err := r.builtinNames()
+	if err != nil {
+		return nil, err
+	}
+	var clash []string
+	for _, n := range k.Names() {
+		if gr, ok := builtins[n]; ok {
+			clash = append(clash, fmt.Sprintf("%q (%s)", n, gr))
+		}
+	}
+	if len(clash) > 0 {
+		return &catalog.Rejection{Reason: catalogv1.BuiltinConflictReason, Message: "names used by built-in resources: " + strings.Join(clash, ", ")}, nil
+	}
+	var all catalogv1.ApplicationDefinitionList
+	if err := r.Client.List(ctx, &all); err != nil {
+		return nil, err
+	}
+	var candidates []*catalogv1.ApplicationDefinition
+	for i := range all.Items {
+		other := &all.Items[i]
+		if other.Name == def.Name {
+			candidates = append(candidates, def)
+		} else if !catalogv1.ConflictsWithBuiltin(other) {
+			candidates = append(candidates, other)
+		}
+	}
+	resolved := catalog.Resolve(candidates, catalog.Compile)
+	if rej, ok := resolved.Rejected[def.Name]; ok {
+		return &rej, nil
+	}
+	return nil, nil
+}
+
+// builtinNames are the names (plural, singular, short names, kind) of the resources Kubernetes
+// itself serves: the core group, dot-less groups and *.k8s.io groups. Refreshed once a minute.
+func (r *Reconciler) builtinNames() (map[string]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.builtins != nil && time.Since(r.fetched) < time.Minute {
+		return r.builtins, nil
+	}
+	_, lists, err := r.Discovery.ServerGroupsAndResources()
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	names := map[string]string{}
+	for _, l := range lists {
+		group, _, _ := strings.Cut(l.GroupVersion, "/")
+		if strings.Contains(l.GroupVersion, "/") && strings.Contains(group, ".") && !strings.HasSuffix(group, ".k8s.io") {
+			continue
+		}
+		if !strings.Contains(l.GroupVersion, "/") {
+			group = ""
+		}
+		for _, res := range l.APIResources {
+			if strings.Contains(res.Name, "/") {
+				continue
+			}
+			gr := res.Name
+			if group != "" {
+				gr += "." + group
+			}
+			for _, n := range append([]string{res.Name, res.SingularName, strings.ToLower(res.Kind)}, res.ShortNames...) {
+				if n != "" {
+					names[n] = gr
+				}
+			}
+		}
+	}
+	r.builtins, r.fetched = names, time.Now()
+	return names, nil
+}
+
+// reconcileDelete lets a definition go once no app of its kind is left. Its apps keep being
+// served meanwhile (so customers can read and delete them) but no new ones are accepted.
+func (r *Reconciler) reconcileDelete(ctx context.Context, def *catalogv1.ApplicationDefinition, h *patch.Helper) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(def, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	var hrs helmv2.HelmReleaseList
+	if err := r.Client.List(ctx, &hrs, client.MatchingLabels{catalogv1.LabelDefinition: def.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(hrs.Items) > 0 {
+		var names []string
+		for _, hr := range hrs.Items {
+			names = append(names, hr.Namespace+"/"+hr.Labels[catalogv1.LabelAppName])
+		}
+		slices.Sort(names)
+		more := ""
+		if len(names) > 5 {
+			more = fmt.Sprintf(" and %d more", len(names)-5)
+			names = names[:5]
+		}
+		conditions.MarkDeleting(def, fmt.Sprintf("%d %s apps remain (%s%s): delete them first",
+			len(hrs.Items), def.Spec.Names.Kind, strings.Join(names, ", "), more))
+		conditions.Set(def, fmeta.ReadyCondition, "False", DeletionBlockedReason, conditions.Get(def, fmeta.ReadyCondition).Message)
+		_, err := h.Status(ctx, r.Client, def)
+		return reconcile.Result{}, err
+	}
+	controllerutil.RemoveFinalizer(def, Finalizer)
+	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, def))
+}
+
+// SetupWithManager registers the reconciler. Every definition change re-judges all definitions
+// (a clash involves two); an app's HelmRelease going away re-checks its terminating definition.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var defs catalogv1.ApplicationDefinitionList
+		if err := r.Client.List(ctx, &defs); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(defs.Items))
+		for _, d := range defs.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&d)})
+		}
+		return reqs
+	})
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[catalogv1.LabelDefinition]; name != "" {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("applicationdefinition").
+		For(&catalogv1.ApplicationDefinition{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&catalogv1.ApplicationDefinition{}, all, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() || e.ObjectNew.GetDeletionTimestamp() != nil
+			},
+		})).
+		Watches(&helmv2.HelmRelease{}, byLabel, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		Complete(r)
+}
+
+// CacheByObject limits the manager's HelmRelease cache to apps.
+func CacheByObject() map[client.Object]cache.ByObject {
+	sel, _ := labels.Parse(catalogv1.LabelDefinition)
+	return map[client.Object]cache.ByObject{&helmv2.HelmRelease{}: {Label: sel}}
+}

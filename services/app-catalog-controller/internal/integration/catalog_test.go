@@ -1,0 +1,264 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
+)
+
+// testDefinition is a definition of the Postgres chart under another kind.
+func testDefinition(t *testing.T, kind, plural string, mutate func(*catalogv1.ApplicationDefinition)) *catalogv1.ApplicationDefinition {
+	t.Helper()
+	def := &catalogv1.ApplicationDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural},
+		Spec: catalogv1.ApplicationDefinitionSpec{
+			Names: catalogv1.Names{Kind: kind, Plural: plural},
+			Chart: catalogv1.Chart{Name: "postgres", SourceRef: catalogv1.SourceReference{Kind: "HelmRepository", Name: "flotilla-catalog", Namespace: catalogNamespace}},
+		},
+	}
+	def.Spec.Schema.Raw = []byte(`{"type":"object","properties":{"replicas":{"type":"integer","default":1}}}`)
+	if mutate != nil {
+		mutate(def)
+	}
+	return def
+}
+
+func waitCondition(t *testing.T, def *catalogv1.ApplicationDefinition, condType, reason string) *metav1.Condition {
+	t.Helper()
+	var got *metav1.Condition
+	eventually(t, 30*time.Second, def.Name+" "+condType+"="+reason, func() (bool, error) {
+		cur := &catalogv1.ApplicationDefinition{}
+		if err := kube.Get(context.Background(), client.ObjectKeyFromObject(def), cur); err != nil {
+			return false, err
+		}
+		got = apimeta.FindStatusCondition(cur.Status.Conditions, condType)
+		return got != nil && got.Status == metav1.ConditionTrue == (condType != "Ready" || reason == catalogv1.ServedReason) &&
+			got.Reason == reason && (cur.DeletionTimestamp != nil || cur.Status.ObservedGeneration == cur.Generation), nil
+	})
+	return got
+}
+
+func TestBadDefinitionsAreStalledWithTheReason(t *testing.T) {
+	ctx := context.Background()
+	installDefinition(t, "postgres")
+
+	cases := []struct {
+		def     *catalogv1.ApplicationDefinition
+		reason  string
+		message string
+	}{
+		{testDefinition(t, "Broken", "brokens", func(d *catalogv1.ApplicationDefinition) {
+			d.Spec.Schema.Raw = []byte(`{"type":"object","properties":{"size":{"description":"no type"}}}`)
+		}), catalogv1.InvalidSchemaReason, "spec.schema.properties[size].type: Required value"},
+		{testDefinition(t, "Pgclone", "pgclones", func(d *catalogv1.ApplicationDefinition) {
+			d.Spec.Names.ShortNames = []string{"pg"}
+		}), catalogv1.KindConflictReason, `"pg" (defined by postgreses)`},
+		{testDefinition(t, "Pod", "pods", nil), catalogv1.BuiltinConflictReason, `"pods" (pods)`},
+	}
+	for _, c := range cases {
+		t.Run(c.def.Name, func(t *testing.T) {
+			if err := kube.Create(ctx, c.def); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = kube.Delete(ctx, c.def) })
+			cond := waitCondition(t, c.def, "Stalled", c.reason)
+			if !strings.Contains(cond.Message, c.message) {
+				t.Fatalf("Stalled message %q does not contain %q", cond.Message, c.message)
+			}
+		})
+	}
+	// None of them is served; the older Postgres keeps its short name.
+	waitDiscovered(t, "brokens", false)
+	waitDiscovered(t, "pgclones", false)
+	if out, err := kubectl(t, "", "get", "pg", "-A"); err != nil {
+		t.Fatalf("kubectl get pg: %v\n%s", err, out)
+	}
+
+	// The CRD schema rejects a definition whose name is not its plural.
+	bad := testDefinition(t, "Other", "others", func(d *catalogv1.ApplicationDefinition) { d.Name = "something-else" })
+	if err := kube.Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "metadata.name must equal spec.names.plural") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func appObject(kind, ns, name, spec string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte("spec: "+spec), &u.Object); err != nil {
+		panic(err)
+	}
+	u.SetAPIVersion("apps.flotilla.dev/v1alpha1")
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+func TestDefinitionRemovedWhileAppsExist(t *testing.T) {
+	ctx := context.Background()
+	def := testDefinition(t, "Widget", "widgets", nil)
+	if err := kube.Create(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, def, "Ready", catalogv1.ServedReason)
+	waitDiscovered(t, "widgets", true)
+	ns := tenantNamespace(t, "widgetco")
+	gvr := schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "widgets"}
+	if _, err := apps.Resource(gvr).Namespace(ns).Create(ctx, appObject("Widget", ns, "w1", "{}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Deleting the definition waits for its apps, saying which.
+	if err := kube.Delete(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitCondition(t, def, "Ready", definition.DeletionBlockedReason)
+	if !strings.Contains(cond.Message, ns+"/w1") {
+		t.Fatalf("Ready message %q does not name the app", cond.Message)
+	}
+	// Existing apps stay readable and deletable; new ones are refused.
+	if _, err := apps.Resource(gvr).Namespace(ns).Get(ctx, "w1", metav1.GetOptions{}); err != nil {
+		t.Fatalf("existing app unreadable: %v", err)
+	}
+	_, err := apps.Resource(gvr).Namespace(ns).Create(ctx, appObject("Widget", ns, "w2", "{}"), metav1.CreateOptions{})
+	if !apierrors.IsMethodNotSupported(err) || !strings.Contains(err.Error(), "definition is being deleted") {
+		t.Fatalf("create during definition deletion: %v", err)
+	}
+	if err := apps.Resource(gvr).Namespace(ns).Delete(ctx, "w1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the definition to go", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKeyFromObject(def), &catalogv1.ApplicationDefinition{})
+		return apierrors.IsNotFound(err), nil
+	})
+	waitDiscovered(t, "widgets", false)
+}
+
+func TestTenantAdminCreatesAppsOnlyInItsTenant(t *testing.T) {
+	ctx := context.Background()
+	installDefinition(t, "postgres")
+	acme, globex := tenantNamespace(t, "acme"), tenantNamespace(t, "globex")
+	// The binding the tenant-controller makes for acme's administrators.
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "flotilla:tenant:admin", Namespace: acme},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flotilla:tenant:admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: acme + "-admin"}},
+	}
+	if err := kube.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{acme + "-admin"}}
+	alice, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "alice may create postgreses in "+acme, func() (bool, error) {
+		_, err := alice.Resource(postgresGVR).Namespace(acme).Create(ctx, appObject("Postgres", acme, "alices", "{}"), metav1.CreateOptions{})
+		return err == nil, err
+	})
+	if _, err := alice.Resource(postgresGVR).Namespace(acme).Get(ctx, "alices", metav1.GetOptions{}); err != nil {
+		t.Fatalf("alice cannot read her app: %v", err)
+	}
+	_, err = alice.Resource(postgresGVR).Namespace(globex).Create(ctx, appObject("Postgres", globex, "intruder", "{}"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("alice created an app in %s: %v", globex, err)
+	}
+	if _, err := alice.Resource(postgresGVR).Namespace(globex).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("alice listed %s: %v", globex, err)
+	}
+	if err := alice.Resource(postgresGVR).Namespace(acme).Delete(ctx, "alices", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claim makes a PersistentVolumeClaim of an app's release, owned by the chart's Cluster as
+// CloudNativePG's are, so that garbage collection would take it with the release.
+func claim(t *testing.T, ns, release, name string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	ctx := context.Background()
+	cluster := &unstructured.Unstructured{}
+	cluster.SetAPIVersion("postgresql.cnpg.io/v1")
+	cluster.SetKind("Cluster")
+	eventually(t, 90*time.Second, "the chart's Cluster", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: release}, cluster)
+		return err == nil, err
+	})
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/instance": release},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "postgresql.cnpg.io/v1", Kind: "Cluster", Name: release, UID: cluster.GetUID()}}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := kube.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	return pvc
+}
+
+func TestDeletionProtectionAndVolumePolicies(t *testing.T) {
+	ctx := context.Background()
+	installDefinition(t, "postgres")
+	ns := tenantNamespace(t, "volumes")
+	pg := apps.Resource(postgresGVR).Namespace(ns)
+
+	// Protected: the delete is refused, naming the field, and nothing is lost.
+	if _, err := pg.Create(ctx, appObject("Postgres", ns, "kept", "{deletionProtection: true}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := pg.Delete(ctx, "kept", metav1.DeleteOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.deletionProtection") {
+		t.Fatalf("protected delete: %v", err)
+	}
+	kept := claim(t, ns, "pg-kept", "data-pg-kept-1")
+	if _, err := pg.Patch(ctx, "kept", "application/merge-patch+json", []byte(`{"spec":{"deletionProtection":false}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Retain (the Postgres default): the claim outlives the release, labelled with its app.
+	if err := pg.Delete(ctx, "kept", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Cluster to be uninstalled", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-kept"}, &helmv2.HelmRelease{})
+		return apierrors.IsNotFound(err), nil
+	})
+	time.Sleep(2 * time.Second) // give the garbage collector a chance to (wrongly) act
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(kept), kept); err != nil {
+		t.Fatalf("retained claim: %v", err)
+	}
+	if kept.Labels[catalogv1.LabelRetainedFrom] != "postgres.kept" || len(kept.OwnerReferences) != 0 {
+		t.Fatalf("retained claim not labelled or still owned: %v %v", kept.Labels, kept.OwnerReferences)
+	}
+
+	// Delete: no claim is left.
+	if _, err := pg.Create(ctx, appObject("Postgres", ns, "scratch", "{volumePolicy: Delete}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone := claim(t, ns, "pg-scratch", "data-pg-scratch-1")
+	if err := pg.Delete(ctx, "scratch", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the claim to be deleted", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKeyFromObject(gone), &corev1.PersistentVolumeClaim{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
