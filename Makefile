@@ -51,8 +51,13 @@ generate: tools ## Generate deepcopy, CRDs, RBAC and webhook manifests into the 
 	@for s in $(SERVICES); do \
 	  chart=$(CURDIR)/deploy/charts/$$s; \
 	  (cd services/$$s/api && controller-gen object paths=./... crd:maxDescLen=400 output:crd:dir=$$chart/crds); \
-	  (cd services/$$s && controller-gen rbac:roleName=$$s webhook paths=./internal/... \
+	  paths=$$(cd services/$$s && for d in controller webhook; do if [ -d internal/$$d ]; then echo "paths=./internal/$$d/..."; fi; done); \
+	  (cd services/$$s && controller-gen rbac:roleName=$$s webhook $$paths \
 	     output:rbac:dir=$$chart/files output:webhook:dir=$$chart/files); \
+	  if [ -d services/$$s/internal/apiserver ]; then \
+	    (cd services/$$s && controller-gen rbac:roleName=$$s-apiserver paths=./internal/apiserver/... \
+	       output:rbac:artifacts:config=$$chart/files/apiserver); \
+	  fi; \
 	done
 
 .PHONY: tidy

@@ -283,3 +283,10 @@ func mustSelector(key string) labels.Selector {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// The apps apiserver's permissions (the chart's apiserver ClusterRole is generated from these):
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;patch;deletecollection
+// +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;patch,resourceNames=v1alpha1.apps.flotilla.dev
