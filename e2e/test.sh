@@ -13,6 +13,8 @@ for m in "$@"; do pkgs+=("$(awk '/^module /{print $2}' "$m/go.mod")/..."); done
 
 echo ">> fuzzing the Tenant validation for ${FUZZTIME:=20s}"
 (cd services/tenant-controller && go test -run '^$' -fuzz '^FuzzValidate$' -fuzztime "$FUZZTIME" ./internal/tenancy/)
+echo ">> fuzzing the apps' value validation for $FUZZTIME"
+(cd services/app-catalog-controller && go test -run '^$' -fuzz '^FuzzAdmit$' -fuzztime "$FUZZTIME" ./internal/apiserver/)
 
 echo ">> go test -race ${pkgs[*]}"
 gotestsum --format testname --format-hide-empty-pkg -- -race -count=1 -timeout 40m "${pkgs[@]}"

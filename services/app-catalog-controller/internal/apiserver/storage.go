@@ -195,6 +195,9 @@ func (s *appStorage) admit(app *unstructured.Unstructured) error {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "finalizers"), "apps do not support finalizers"))
 	}
 	if len(errs) == 0 {
+		if app.Object["spec"] == nil {
+			app.Object["spec"] = map[string]any{} // so that the schema's defaults apply
+		}
 		s.kind.Default(app.Object)
 		errs = s.kind.Validate(app.Object)
 	}

@@ -1,0 +1,167 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// A watch started at a list's resourceVersion sees every later change exactly once, in order,
+// while writers create, change and delete apps concurrently (and helm-controller writes their
+// status): replaying the list plus the events gives exactly the state a final list returns.
+// A second watch resumed from a resourceVersion in the middle sees exactly the first watch's
+// events after it.
+func TestWatchSeesEveryChangeExactlyOnce(t *testing.T) {
+	ctx := context.Background()
+	installDefinition(t, "postgres")
+	ns := tenantNamespace(t, "watchers")
+	pg := apps.Resource(postgresGVR).Namespace(ns)
+	for i := range 5 {
+		if _, err := pg.Create(ctx, appObject("Postgres", ns, fmt.Sprintf("w%d", i), "{}"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := pg.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := map[string]string{} // name → resourceVersion
+	for _, it := range list.Items {
+		state[it.GetName()] = it.GetResourceVersion()
+	}
+	w, err := pg.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	// Writers: random creates, spec patches, label updates and deletes over 12 names.
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := map[string]bool{} // resourceVersions returned by successful writes
+	for writer := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(seed), uint64(writer)))
+			for range 40 {
+				name := fmt.Sprintf("w%d", rng.IntN(12))
+				var obj *unstructured.Unstructured
+				var err error
+				switch rng.IntN(4) {
+				case 0:
+					obj, err = pg.Create(ctx, appObject("Postgres", ns, name, "{}"), metav1.CreateOptions{})
+				case 1:
+					obj, err = pg.Patch(ctx, name, types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, 1+rng.IntN(9)), metav1.PatchOptions{})
+				case 2:
+					obj, err = pg.Patch(ctx, name, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{"n":"%d"}}}`, rng.IntN(1000)), metav1.PatchOptions{})
+				case 3:
+					err = pg.Delete(ctx, name, metav1.DeleteOptions{})
+				}
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+					t.Errorf("%s: %v", name, err)
+				}
+				if err == nil && obj != nil {
+					mu.Lock()
+					written[obj.GetResourceVersion()] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Let the dust settle (helm-controller finishing uninstalls), then take the final list.
+	var final *unstructured.UnstructuredList
+	eventually(t, 2*time.Minute, "deletions to finish", func() (bool, error) {
+		final, err = pg.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, it := range final.Items {
+			if it.GetDeletionTimestamp() != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	want := map[string]string{}
+	for _, it := range final.Items {
+		want[it.GetName()] = it.GetResourceVersion()
+	}
+	var events []watch.Event
+	seen := map[string]bool{}
+	allSeen := func() bool {
+		for rv := range written {
+			if !seen[rv] {
+				return false
+			}
+		}
+		return true
+	}
+
+	// Read events until list + events reproduce the final list and every write was seen; the
+	// store's resourceVersion is global, so "up to the final list's" is no stop condition here.
+	last := uint64(0)
+	for fmt.Sprint(state) != fmt.Sprint(want) || !allSeen() {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch closed early after %d events", len(events))
+			}
+			obj := ev.Object.(*unstructured.Unstructured)
+			rv, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+			if rv <= last {
+				t.Fatalf("event %s %s at %d after %d: out of order or repeated", ev.Type, obj.GetName(), rv, last)
+			}
+			last = rv
+			seen[obj.GetResourceVersion()] = true
+			events = append(events, ev)
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				state[obj.GetName()] = obj.GetResourceVersion()
+			case watch.Deleted:
+				delete(state, obj.GetName())
+			}
+		case <-time.After(30 * time.Second):
+			for rv := range written {
+				if !seen[rv] {
+					t.Errorf("the write that produced resourceVersion %s was never seen", rv)
+				}
+			}
+			t.Fatalf("no event for 30s:\nlist + events = %v\nfinal list    = %v", state, want)
+		}
+	}
+	t.Logf("%d writes, %d events", len(written), len(events))
+
+	// Resuming from the middle replays exactly the rest.
+	mid := events[len(events)/2]
+	resumed, err := pg.Watch(ctx, metav1.ListOptions{ResourceVersion: mid.Object.(*unstructured.Unstructured).GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Stop()
+	for _, want := range events[len(events)/2+1:] {
+		select {
+		case got := <-resumed.ResultChan():
+			g, e := got.Object.(*unstructured.Unstructured), want.Object.(*unstructured.Unstructured)
+			if got.Type != want.Type || g.GetName() != e.GetName() || g.GetResourceVersion() != e.GetResourceVersion() {
+				t.Fatalf("resumed watch: got %s %s@%s, want %s %s@%s", got.Type, g.GetName(), g.GetResourceVersion(), want.Type, e.GetName(), e.GetResourceVersion())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("resumed watch stalled")
+		}
+	}
+}
