@@ -74,7 +74,7 @@ func tenantNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := "tenant-" + name
 	err := kube.Create(context.Background(), &corev1Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		"tenancy.flotilla.dev/tenant": name, "tenancy.flotilla.dev/ingress": "tenant-root",
+		"tenancy.flotilla.dev/tenant": name, "tenancy.flotilla.dev/ingress": "tenant-root", "tenancy.flotilla.dev/etcd": "tenant-root",
 	}}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -199,7 +199,7 @@ func startController(ctx context.Context) error {
 const cnpgModule = "github.com/cloudnative-pg/cloudnative-pg@v1.27.1"
 
 // starterApps are the charts of deploy/catalog served to the tests.
-var starterApps = []string{"postgres"}
+var starterApps = []string{"postgres", "redis", "tenant", "virtualmachine", "kubernetes"}
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
