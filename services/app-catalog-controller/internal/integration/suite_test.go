@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,10 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
-
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
 )
 
@@ -39,11 +37,10 @@ var (
 	kube       client.Client
 	apps       dynamic.Interface
 	kubeconfig string
-	appsPort   int
 	repoRoot   = filepath.Join("..", "..", "..", "..")
 )
 
-const catalogNamespace = "flotilla-system"
+const catalogNamespace = apiservertest.Namespace
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -125,49 +122,19 @@ func setup(ctx context.Context, dir string) error {
 		return err
 	}
 
-	if kubeconfig, err = env.AdminKubeconfig("flotilla-apps", dir); err != nil {
+	if kubeconfig, err = env.AdminKubeconfig("kubectl", dir); err != nil {
 		return err
 	}
-	if appsPort, err = freePort(); err != nil {
-		return err
-	}
-	opts := apiserver.NewOptions()
-	opts.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
-	opts.SecureServing.BindPort = appsPort
-	opts.SecureServing.ServerCert.CertDirectory = dir
-	opts.Authentication.RemoteKubeConfigFile = kubeconfig
-	opts.Authorization.RemoteKubeConfigFile = kubeconfig
-	srv, err := apiserver.New(opts, env.Config)
-	if err != nil {
-		return err
-	}
-	go func() {
-		if err := srv.Run(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "apps apiserver:", err)
-		}
-	}()
 	if err := startController(ctx); err != nil {
 		return err
 	}
-	if err := testenv.RegisterAPIService(ctx, kube, catalogNamespace, "apps.flotilla.dev", "v1alpha1", appsPort); err != nil {
+	if _, err := apiservertest.Start(ctx, env, dir); err != nil {
 		return err
 	}
 	if apps, err = dynamic.NewForConfig(env.Config); err != nil {
 		return err
 	}
-	// Available once kube-apiserver reaches the server through the aggregator.
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		svc := &apiregistrationv1.APIService{}
-		if err := kube.Get(ctx, client.ObjectKey{Name: apiserver.APIServiceName}, svc); err != nil {
-			return false, nil
-		}
-		for _, c := range svc.Status.Conditions {
-			if c.Type == apiregistrationv1.Available {
-				return c.Status == apiregistrationv1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
+	return nil
 }
 
 // startController runs the catalog controller in-process, as cmd/main.go wires it.
@@ -200,15 +167,6 @@ const cnpgModule = "github.com/cloudnative-pg/cloudnative-pg@v1.27.1"
 
 // starterApps are the charts of deploy/catalog served to the tests.
 var starterApps = []string{"postgres", "redis", "tenant", "virtualmachine", "kubernetes"}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func zapLevel() int8 {
 	if os.Getenv("TEST_VERBOSE") != "" {

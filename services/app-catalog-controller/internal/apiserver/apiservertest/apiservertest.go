@@ -1,0 +1,68 @@
+// Package apiservertest runs the apps apiserver in-process against a testenv control plane and
+// registers it with kube-apiserver's aggregator, for integration tests and benchmarks.
+package apiservertest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/libs/testenv"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
+)
+
+// Namespace holds the ExternalName Service the APIService points at.
+const Namespace = "flotilla-system"
+
+// Start serves apps.flotilla.dev on a free loopback port until ctx ends, registers the
+// APIService and waits until kube-apiserver reports it Available. It returns the port. The
+// server authenticates and authorizes through kube-apiserver with an admin kubeconfig written
+// to dir.
+func Start(ctx context.Context, env *testenv.Env, dir string) (int, error) {
+	kubeconfig, err := env.AdminKubeconfig("flotilla-apps", dir)
+	if err != nil {
+		return 0, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	opts := apiserver.NewOptions()
+	opts.SecureServing.Listener = l
+	opts.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	opts.SecureServing.BindPort = port
+	opts.SecureServing.ServerCert.CertDirectory = dir
+	opts.Authentication.RemoteKubeConfigFile = kubeconfig
+	opts.Authorization.RemoteKubeConfigFile = kubeconfig
+	srv, err := apiserver.New(opts, env.Config)
+	if err != nil {
+		return 0, err
+	}
+	go func() {
+		if err := srv.Run(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "apps apiserver:", err)
+		}
+	}()
+	if err := testenv.RegisterAPIService(ctx, env.Client, Namespace, "apps.flotilla.dev", "v1alpha1", port); err != nil {
+		return 0, err
+	}
+	return port, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		svc := &apiregistrationv1.APIService{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: apiserver.APIServiceName}, svc); err != nil {
+			return false, nil
+		}
+		for _, c := range svc.Status.Conditions {
+			if c.Type == apiregistrationv1.Available {
+				return c.Status == apiregistrationv1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
