@@ -32,9 +32,11 @@ test: tools ## Run all unit and integration tests (-race) on a real control plan
 	@bash e2e/test.sh $(MODULES)
 
 .PHONY: bench
-bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it (about 5 minutes)
-	@cd services/tenant-controller && BENCH_OUT=$(CURDIR)/docs/benchmarks.md \
-	  go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
+bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it (about 10 minutes)
+	@for s in $(SERVICES); do \
+	  (cd services/$$s && BENCH_OUT=$(CURDIR)/docs/benchmarks.md \
+	    go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/); \
+	done
 
 ##@ Code
 

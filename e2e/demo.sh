@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # demo.sh up|down: the Flotilla platform on a local control plane. `make demo` / `make demo-down`.
 #
-# up:   builds what is missing (control-plane binaries into $FLOTILLA_CACHE, controllers into
-#       .local/bin), starts etcd + kube-apiserver + kube-controller-manager (state in .local/),
-#       installs CRDs, webhooks and tenant roles, runs every controller as its own process,
-#       applies deploy/examples/ and waits for Ready.
+# up:   builds what is missing (control-plane and Flux binaries into $FLOTILLA_CACHE, controllers
+#       into .local/bin), starts etcd + kube-apiserver + kube-controller-manager, the real Flux
+#       source-controller and helm-controller and a loopback Helm repository of the starter
+#       catalog's charts (state in .local/), installs CRDs, webhooks and tenant roles, runs every
+#       controller and the apps apiserver as its own process, applies the starter catalog and
+#       deploy/examples/ and waits for Ready: the tenant tree, and a Postgres in tenant acme.
 # down: stops the controllers and the control plane; the state stays in .local/.
 #
-# FLOTILLA_STATE moves the state directory, FLOTILLA_WEBHOOK_PORT the webhook port (19443), so that
-# a second demo (the e2e test's) can run beside yours.
+# FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: webhooks,
+# +1: the apps apiserver, +2: the Helm repository), so that a second demo (the e2e test's) can run
+# beside yours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 state=${FLOTILLA_STATE:-$root/.local}
 mkdir -p "$state/bin" "$state/logs"
-services=(tenant-controller)
+services=(tenant-controller app-catalog-controller)
+base=${FLOTILLA_PORT_BASE:-19443}
+webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2))
+cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1
+flux=github.com/fluxcd/source-controller@v1.9.6,github.com/fluxcd/helm-controller@v1.6.4
 say() { printf '\033[1m>> %s\033[0m\n' "$*"; }
 
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -30,7 +37,7 @@ stop() { # pidfile
 }
 
 down() {
-  for s in "${services[@]}"; do stop "$state/$s.pid"; done
+  for s in "${services[@]}" apps-apiserver; do stop "$state/$s.pid"; done
   stop "$state/localcp.pid"
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
 }
@@ -38,20 +45,24 @@ down() {
 up() {
   start=$SECONDS
   say "building the control plane binaries (cached in ${FLOTILLA_CACHE:-~/.cache/flotilla}; a cold build takes minutes)"
-  bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager)
+  bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager helm source-controller helm-controller)
   export PATH=$bin:$PATH
   say "building the controllers"
   go build -o "$state/bin/localcp" ./libs/testenv/cmd/localcp
   for s in "${services[@]}"; do go build -o "$state/bin/$s" "./services/$s/cmd"; done
+  go build -o "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
+  charts=$(printf "$root/deploy/catalog/%s/chart," postgres redis tenant virtualmachine kubernetes)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
-  hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; [[ -f $f ]] && printf '%s,' "$f"; done)
+  hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s," "$f"; fi; done)
   if ! alive "$state/localcp.pid"; then
-    say "starting the control plane (etcd, kube-apiserver, kube-controller-manager)"
+    say "starting the control plane (etcd, kube-apiserver, kube-controller-manager, Flux, a Helm repository)"
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
+      --module-crds "$flux,$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
+      --apiservices "apps.flotilla.dev/v1alpha1=$apps_port" \
       --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml" \
-      --webhook-port "${FLOTILLA_WEBHOOK_PORT:-19443}" \
+      --webhook-port "$webhook_port" \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
     for _ in $(seq 300); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done
@@ -64,11 +75,20 @@ up() {
   for s in "${services[@]}"; do
     stop "$state/$s.pid"
     say "starting $s"
+    webhook=(--webhook-port=0)
+    [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="$WEBHOOK_PORT" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
     setsid nohup "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
-      --webhook-port="$WEBHOOK_PORT" --webhook-cert-dir="$WEBHOOK_CERT_DIR" --zap-devel \
+      "${webhook[@]}" --zap-devel \
       > "$state/logs/$s.log" 2>&1 &
     echo $! > "$state/$s.pid"
   done
+  stop "$state/apps-apiserver.pid"
+  say "starting the apps apiserver (apps.flotilla.dev, through kube-apiserver's aggregator)"
+  setsid nohup "$state/bin/apps-apiserver" --bind-address=127.0.0.1 --secure-port="$apps_port" \
+    --cert-dir="$state/apps-apiserver" --kubeconfig="$KUBECONFIG" \
+    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+    > "$state/logs/apps-apiserver.log" 2>&1 &
+  echo $! > "$state/apps-apiserver.pid"
 
   say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
   kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -80,18 +100,35 @@ up() {
     done
   done
   say "waiting for the tenants to be Ready"
-  kubectl wait tenants --all -A --for=condition=Ready --timeout=120s >/dev/null
+  kubectl wait tenants.tenancy.flotilla.dev --all -A --for=condition=Ready --timeout=120s >/dev/null
+
+  say "installing the starter catalog (charts served from 127.0.0.1:$charts_port)"
+  kubectl apply --server-side -f deploy/catalog/namespace.yaml >/dev/null
+  sed "s|url: .*|url: http://127.0.0.1:$charts_port|" deploy/catalog/source.yaml | kubectl apply -f - >/dev/null
+  for d in deploy/catalog/*/definition.yaml; do kubectl apply -f "$d" >/dev/null; done
+  kubectl wait applicationdefinitions --all --for=condition=Ready --timeout=60s >/dev/null
+  kubectl get applicationdefinitions
+  echo
+  say "ordering a Postgres in tenant acme (deploy/examples/apps/)"
+  for i in $(seq 120); do
+    if out=$(kubectl apply -f deploy/examples/apps/ 2>&1); then break; fi
+    [[ $i == 120 ]] && { echo "$out"; exit 1; }
+    sleep 0.5
+  done
+  kubectl wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=180s >/dev/null
+  kubectl get -n tenant-acme postgres -o wide
+  echo
 
   say "the tenant tree"
-  kubectl get tenants -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+  kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     sort | awk -F'\t' 'BEGIN{printf "%-28s %-22s %-26s %s\n","TENANT","NAMESPACE","HOST","READY"}
       {printf "%-28s %-22s %-26s %s\n", sprintf("%*s%s", $2*2, "", $3), $4, $5, $6}'
   echo
-  kubectl get tenants -A
+  kubectl get tenants.tenancy.flotilla.dev -A
   echo
   say "ready in $((SECONDS - start))s. Point kubectl at it:"
   echo "    export KUBECONFIG=$state/kubeconfig PATH=$bin:\$PATH"
-  echo "    kubectl get tenants -A"
+  echo "    kubectl get tenants.tenancy.flotilla.dev -A; kubectl get postgres -A"
   echo "  logs: .local/logs/   stop: make demo-down"
 }
 

@@ -9,13 +9,13 @@ import (
 )
 
 // `make demo` works as the README promises: the control plane starts, the controllers run as
-// their own processes, the example tenant tree becomes Ready and is printed; `make demo-down`
-// stops everything.
+// their own processes, the example tenant tree becomes Ready and is printed, the starter catalog
+// is served and the Postgres ordered in tenant acme is Ready; `make demo-down` stops everything.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole local platform")
 	}
-	env := append(os.Environ(), "FLOTILLA_STATE="+t.TempDir(), fmt.Sprintf("FLOTILLA_WEBHOOK_PORT=%d", freePort(t)))
+	env := append(os.Environ(), "FLOTILLA_STATE="+t.TempDir(), fmt.Sprintf("FLOTILLA_PORT_BASE=%d", freePort(t)))
 	demo := func(verb string) (string, error) {
 		cmd := exec.Command("bash", "demo.sh", verb)
 		cmd.Env = env
@@ -31,12 +31,20 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo up: %v\n%s", err, out)
 	}
-	for _, want := range []string{"tenant-acme-dev", "dev.acme.example.org", "export KUBECONFIG="} {
+	for _, want := range []string{"tenant-acme-dev", "dev.acme.example.org", "export KUBECONFIG=", "postgreses"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
 	if n := strings.Count(out, " True"); n < 3 {
 		t.Errorf("want 3 Ready tenants in the tree, found %d:\n%s", n, out)
+	}
+	ordered := false
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		ordered = ordered || (len(f) >= 2 && f[0] == "orders" && f[1] == "True")
+	}
+	if !ordered {
+		t.Errorf("the Postgres orders is not shown Ready:\n%s", out)
 	}
 }

@@ -105,7 +105,7 @@ func RegisterAPIService(ctx context.Context, c client.Client, ns, group, version
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
 		"metadata": map[string]any{"name": version + "." + group},
 		"spec": map[string]any{
-			"group": group, "version": version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"group": group, "version": version, "groupPriorityMinimum": int64(900), "versionPriority": int64(15),
 			"insecureSkipTLSVerify": true,
 			"service":               map[string]any{"name": name, "namespace": ns, "port": int64(port)},
 		},

@@ -1,7 +1,9 @@
 // Command localcp runs a long-lived local control plane for `make demo` and for people: etcd,
-// kube-apiserver and kube-controller-manager built by libs/builder, with CRDs, webhooks and
-// manifests installed. It writes <dir>/kubeconfig and <dir>/webhook.env, and stops everything
-// cleanly on SIGTERM or SIGINT. etcd's data stays in <dir>/etcd across runs.
+// kube-apiserver (with its aggregator) and kube-controller-manager built by libs/builder, with
+// CRDs, webhooks and manifests installed; optionally the real Flux source-controller and
+// helm-controller, a loopback Helm repository of charts, and APIServices for aggregated servers
+// on local ports. It writes <dir>/kubeconfig and <dir>/webhook.env, and stops everything cleanly
+// on SIGTERM or SIGINT. etcd's data stays in <dir>/etcd across runs.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -27,9 +30,16 @@ func main() {
 	webhooks := flag.String("webhooks", "", "Comma-separated files of ValidatingWebhookConfigurations to install.")
 	apply := flag.String("apply", "", "Comma-separated manifest files to apply after start.")
 	webhookPort := flag.Int("webhook-port", 19443, "Port on 127.0.0.1 the webhooks are served on.")
+	moduleCRDs := flag.String("module-crds", "", "Comma-separated module@version whose config/crd/bases to install (Flux's, CloudNativePG's, …).")
+	flux := flag.Bool("flux", false, "Run the Flux source-controller and helm-controller the builder built.")
+	charts := flag.String("charts", "", "Comma-separated chart directories to serve as a Helm repository.")
+	chartsPort := flag.Int("charts-port", 18080, "Port on 127.0.0.1 of the Helm repository.")
+	apiServices := flag.String("apiservices", "", "Comma-separated group/version=port: APIServices pointing at aggregated servers on 127.0.0.1.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
-	if err := run(*dir, split(*crds), split(*webhooks), split(*apply), *webhookPort); err != nil {
+	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
+		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices)}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
 	}
@@ -42,23 +52,66 @@ func split(s string) []string {
 	return strings.Split(s, ",")
 }
 
-func run(dir string, crds, webhookFiles, apply []string, webhookPort int) error {
-	dir, err := filepath.Abs(dir)
+type options struct {
+	dir                               string
+	crds, webhooks, apply, moduleCRDs []string
+	charts, apiServices               []string
+	webhookPort, chartsPort           int
+	flux                              bool
+}
+
+func run(o options) error {
+	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return err
 	}
-	hooks, err := testenv.ReadWebhooks(webhookFiles...)
+	hooks, err := testenv.ReadWebhooks(o.webhooks...)
 	if err != nil {
 		return err
 	}
-	env, err := testenv.Start(testenv.Options{CRDDirs: crds, Webhooks: hooks, WebhookPort: webhookPort,
-		ControllerManager: true, DataDir: dir})
+	modules, err := testenv.ModuleCRDDirs(o.moduleCRDs...)
+	if err != nil {
+		return err
+	}
+	env, err := testenv.Start(testenv.Options{CRDDirs: append(o.crds, modules...), Webhooks: hooks, WebhookPort: o.webhookPort,
+		ControllerManager: true, Aggregation: true, DataDir: dir})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
 	ctx := context.Background()
-	for _, f := range apply {
+	if o.flux {
+		if err := env.StartFlux(ctx, filepath.Join(dir, "flux")); err != nil {
+			return err
+		}
+	}
+	if len(o.charts) > 0 {
+		repoDir := filepath.Join(dir, "charts")
+		if err := os.RemoveAll(repoDir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(repoDir, 0o700); err != nil {
+			return err
+		}
+		repo, err := testenv.ServeCharts(repoDir, o.chartsPort, o.charts...)
+		if err != nil {
+			return err
+		}
+		defer repo.Close()
+		fmt.Printf("serving %d charts at %s\n", len(o.charts), repo.URL)
+	}
+	for _, a := range o.apiServices {
+		gv, port, ok := strings.Cut(a, "=")
+		group, version, ok2 := strings.Cut(gv, "/")
+		p, err := strconv.Atoi(port)
+		if !ok || !ok2 || err != nil {
+			return fmt.Errorf("--apiservices: want group/version=port, got %q", a)
+		}
+		if err := testenv.RegisterAPIService(ctx, env.Client, "flotilla-system", group, version, p); err != nil {
+			return err
+		}
+	}
+	for _, f := range o.apply {
 		if err := testenv.ApplyFile(ctx, env.Client, f); err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,21 +403,11 @@ func peakRSS(b *testing.B, pid int) int {
 	return 0
 }
 
-// writeResult writes the figures as the Markdown page docs/benchmarks.md, when BENCH_OUT names it.
+// writeResult writes the figures into their section of docs/benchmarks.md, when BENCH_OUT names it.
 func writeResult(b *testing.B, r result) {
 	out := os.Getenv("BENCH_OUT")
 	if out == "" {
 		return
-	}
-	host, _ := os.Hostname()
-	cpu := "unknown"
-	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if strings.HasPrefix(line, "model name") {
-				cpu = strings.TrimSpace(line[strings.IndexByte(line, ':')+1:])
-				break
-			}
-		}
 	}
 	status := func(ok bool) string {
 		if ok {
@@ -426,13 +415,7 @@ func writeResult(b *testing.B, r result) {
 		}
 		return "**not met**"
 	}
-	page := fmt.Sprintf(`# Benchmarks
-
-Written by `+"`make bench`"+` on %s (%s, %d CPUs, %s, %s). Every figure is from one run on one
-real control plane (etcd + kube-apiserver built from source); ratios compare against a baseline
-measured in the same run, because these machines are noisy.
-
-## tenant-controller: a %d-tenant tree (depth 4) to all Ready
+	body := fmt.Sprintf(`## tenant-controller: a %d-tenant tree (depth 4) to all Ready
 
 | figure | value | goal |
 |---|---|---|
@@ -447,11 +430,10 @@ measured in the same run, because these machines are noisy.
 The controller runs as its own process (the real binary, %d workers) with its admission webhook
 in the path of every Tenant create; the floor makes plain creates with no controller, webhook, Tenant
 objects or status. See `+"`services/tenant-controller/internal/bench`"+`.
-`, time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), cpu, runtime.Version(),
-		tenants, workers, r.floor.Seconds(), tenants, r.controller.Seconds(), r.ratio(), status(r.ratio() <= 1.5),
+`, tenants, workers, r.floor.Seconds(), tenants, r.controller.Seconds(), r.ratio(), status(r.ratio() <= 1.5),
 		int(quietPeriod.Seconds()), r.quietWrites, status(r.quietWrites == 0), float64(r.peakRSSKiB)/1024,
 		r.apiserverFloorCPU, r.apiserverControllerCPU, r.controllerCPU, r.reconciles, r.writes, workers)
-	check(b, os.WriteFile(out, []byte(page), 0o644))
+	check(b, testenv.WriteBenchSection(out, "tenant-controller", body))
 }
 
 func progress(format string, args ...any) {

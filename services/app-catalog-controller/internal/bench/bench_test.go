@@ -1,0 +1,300 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/libs/testenv"
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
+)
+
+const (
+	tenants   = 100  // apps are spread over this many tenant namespaces
+	gets      = 3000 // measured GETs per figure
+	lists     = 40   // measured LISTs per figure
+	writers   = 16   // concurrent creators
+	repoRoot  = "../../../.."
+	userGroup = "tenant-t00-admin"
+)
+
+var gvr = schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "postgreses"}
+
+func BenchmarkAppsAPI(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := b.TempDir()
+	flux, err := testenv.ModuleCRDDirs(testenv.FluxModules...)
+	check(b, err)
+	env, err := testenv.Start(testenv.Options{
+		CRDDirs:           append(flux, filepath.Join(repoRoot, "deploy", "charts", "app-catalog-controller", "crds")),
+		Aggregation:       true,
+		ControllerManager: true, // aggregates the tenant roles
+		Scheme:            apiserver.Scheme,
+	})
+	check(b, err)
+	defer env.Stop()
+	check(b, testenv.ApplyFile(ctx, env.Client, filepath.Join(repoRoot, "deploy", "charts", "tenant-controller", "templates", "tenant-roles.yaml")))
+	port, err := apiservertest.Start(ctx, env, dir)
+	check(b, err)
+
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "catalog", "postgres", "definition.yaml"))
+	check(b, err)
+	def := &catalogv1.ApplicationDefinition{}
+	check(b, yaml.UnmarshalStrict(raw, def))
+	check(b, env.Client.Create(ctx, def))
+	for ns := range tenants {
+		name := fmt.Sprintf("tenant-t%02d", ns)
+		check(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+		// What the tenant-controller binds for the tenant's administrators.
+		check(b, env.Client.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "flotilla:tenant:admin", Namespace: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flotilla:tenant:admin"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: name + "-admin"}},
+		}))
+	}
+	user, err := env.AddUser(envtest.User{Name: "alice", Groups: []string{userGroup}}, nil)
+	check(b, err)
+
+	admin := client(b, env.Config, "")
+	alice := client(b, user.Config(), "")
+	direct := client(b, env.Config, fmt.Sprintf("https://127.0.0.1:%d", port))
+	aliceDirect := client(b, user.Config(), fmt.Sprintf("https://127.0.0.1:%d", port))
+	apps, err := dynamic.NewForConfig(env.Config)
+	check(b, err)
+	waitServed(b, admin)
+
+	var sections []string
+	created := 0
+	for _, scale := range []int{1000, 10000} {
+		progress("creating apps %d → %d", created, scale)
+		createLat := create(b, ctx, apps, created, scale)
+		created = scale
+		m := measure(b, admin, alice, direct, aliceDirect, scale)
+		m.create = createLat
+		sections = append(sections, m.markdown(scale))
+	}
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		body := "## app-catalog-controller: the apps.flotilla.dev API\n\n" + strings.Join(sections, "\n") + notes
+		check(b, testenv.WriteBenchSection(out, "app-catalog-controller", body))
+	}
+}
+
+const notes = `
+Reads go through kube-apiserver's aggregator to the apps apiserver, which serves them from its own
+informer-fed cache of HelmReleases (no call to kube-apiserver per request). The floor is the same
+HelmReleases read from kube-apiserver's watch cache (` + "`resourceVersion=0`" + `): what a CRD would
+cost. "direct" is the apps apiserver on its own port (no aggregator hop); the difference to the
+aggregated figure is the hop. The tenant user is a client certificate in group tenant-t00-admin,
+allowed by the tenant roles' RoleBinding only; the apps apiserver authorizes it through
+kube-apiserver (SubjectAccessReview, cached). Apps are spread over 100 tenant namespaces; LIST
+as admin is cluster-wide, LIST as the tenant user is its namespace. "create" is the latency of a
+create through the aggregator until the HelmRelease is written and visible in the apps
+apiserver's cache (16 concurrent creators). No Flux runs: reads do not depend on it. See
+` + "`services/app-catalog-controller/internal/bench`" + `.
+`
+
+// client is an HTTP client with the configuration's credentials, for raw GETs (no decoding
+// on the client side, so the figures are the servers'). host overrides the configuration's.
+func client(b *testing.B, cfg *rest.Config, host string) *endpoint {
+	cfg = rest.CopyConfig(cfg)
+	if host != "" {
+		cfg.Host = host
+		cfg.TLSClientConfig.Insecure, cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile = true, nil, ""
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	check(b, err)
+	return &endpoint{host: strings.TrimSuffix(cfg.Host, "/"), http: hc}
+}
+
+type endpoint struct {
+	host string
+	http *http.Client
+}
+
+func (e *endpoint) get(b *testing.B, path string) time.Duration {
+	req, err := http.NewRequest(http.MethodGet, e.host+path, nil)
+	check(b, err)
+	req.Header.Set("Accept", "application/json")
+	start := time.Now()
+	resp, err := e.http.Do(req)
+	check(b, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	check(b, err)
+	resp.Body.Close()
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	return took
+}
+
+func waitServed(b *testing.B, admin *endpoint) {
+	for i := 0; ; i++ {
+		req, _ := http.NewRequest(http.MethodGet, admin.host+"/apis/apps.flotilla.dev/v1alpha1/postgreses", nil)
+		if resp, err := admin.http.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if i > 300 {
+			b.Fatal("postgreses never served")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func appName(i int) (ns, name string) {
+	return fmt.Sprintf("tenant-t%02d", i%tenants), fmt.Sprintf("db%05d", i)
+}
+
+// create creates apps [from, to) with concurrent writers and returns each create's latency.
+func create(b *testing.B, ctx context.Context, apps dynamic.Interface, from, to int) []time.Duration {
+	var mu sync.Mutex
+	var lat []time.Duration
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				ns, name := appName(i)
+				u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1 + i%3)}}}
+				u.SetAPIVersion("apps.flotilla.dev/v1alpha1")
+				u.SetKind("Postgres")
+				u.SetName(name)
+				start := time.Now()
+				_, err := apps.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+				took := time.Since(start)
+				if err != nil {
+					b.Errorf("create %s/%s: %v", ns, name, err)
+					continue
+				}
+				mu.Lock()
+				lat = append(lat, took)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := from; i < to; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return lat
+}
+
+type figures struct {
+	adminGet, userGet, floorGet, directGet, directUserGet []time.Duration
+	adminList, userList, floorList                        []time.Duration
+	create                                                []time.Duration
+}
+
+func measure(b *testing.B, admin, alice, direct, aliceDirect *endpoint, scale int) figures {
+	rng := rand.New(rand.NewPCG(1, uint64(scale)))
+	appPath := func(userOnly bool) string {
+		i := rng.IntN(scale)
+		if userOnly {
+			i = i / tenants * tenants // tenant-t00's apps
+		}
+		ns, name := appName(i)
+		return fmt.Sprintf("/apis/apps.flotilla.dev/v1alpha1/namespaces/%s/postgreses/%s", ns, name)
+	}
+	hrPath := func() string {
+		ns, name := appName(rng.IntN(scale))
+		return fmt.Sprintf("/apis/helm.toolkit.fluxcd.io/v2/namespaces/%s/helmreleases/pg-%s?resourceVersion=0", ns, name)
+	}
+	series := func(n int, e *endpoint, path func() string) []time.Duration {
+		for range 200 { // warm up connections and caches
+			e.get(b, path())
+		}
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = e.get(b, path())
+		}
+		return out
+	}
+	progress("measuring at %d apps", scale)
+	var f figures
+	f.floorGet = series(gets, admin, hrPath)
+	f.adminGet = series(gets, admin, func() string { return appPath(false) })
+	f.directGet = series(gets, direct, func() string { return appPath(false) })
+	f.userGet = series(gets, alice, func() string { return appPath(true) })
+	f.directUserGet = series(gets, aliceDirect, func() string { return appPath(true) })
+	f.floorList = series(lists, admin, func() string { return "/apis/helm.toolkit.fluxcd.io/v2/helmreleases?resourceVersion=0" })
+	f.adminList = series(lists, admin, func() string { return "/apis/apps.flotilla.dev/v1alpha1/postgreses" })
+	f.userList = series(lists, alice, func() string { return "/apis/apps.flotilla.dev/v1alpha1/namespaces/tenant-t00/postgreses" })
+	return f
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func (f figures) markdown(scale int) string {
+	status := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	floor := pct(f.floorGet, .5)
+	ratio := func(d []time.Duration) float64 { return float64(pct(d, .5)) / float64(floor) }
+	perK := float64(pct(f.adminList, .5).Microseconds()) / 1000 / (float64(scale) / 1000)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "### %d apps\n\n| figure | p50 | p99 | goal |\n|---|---|---|---|\n", scale)
+	row := func(name string, d []time.Duration, goal string) {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", name, ms(pct(d, .5)), ms(pct(d, .99)), goal)
+	}
+	row("floor: GET HelmRelease from kube-apiserver's watch cache (admin)", f.floorGet, "")
+	row("GET app through the aggregator, admin", f.adminGet, fmt.Sprintf("p50 ≤ 1.2× floor: **%.2f×** (%s); p99 ≤ 3 ms (%s)",
+		ratio(f.adminGet), status(ratio(f.adminGet) <= 1.2), status(pct(f.adminGet, .99) <= 3*time.Millisecond)))
+	row("GET app through the aggregator, tenant user", f.userGet, fmt.Sprintf("p50 ≤ 1.2× floor: **%.2f×** (%s); p99 ≤ 3 ms (%s)",
+		ratio(f.userGet), status(ratio(f.userGet) <= 1.2), status(pct(f.userGet, .99) <= 3*time.Millisecond)))
+	row("GET app on the apps apiserver's own port, admin", f.directGet, "")
+	row("GET app on the apps apiserver's own port, tenant user", f.directUserGet, "")
+	row(fmt.Sprintf("floor: LIST all %d HelmReleases from the watch cache", scale), f.floorList, "")
+	row(fmt.Sprintf("LIST all %d apps through the aggregator, admin", scale), f.adminList,
+		fmt.Sprintf("≤ 25 ms per 1,000 apps: **%.1f ms** (%s)", perK, status(perK <= 25)))
+	row(fmt.Sprintf("LIST the tenant's %d apps, tenant user", scale/tenants), f.userList, "")
+	if len(f.create) > 0 {
+		row("create → HelmRelease written (through the aggregator)", f.create, "reported")
+	}
+	return sb.String()
+}
+
+func progress(format string, args ...any) { fmt.Fprintf(os.Stderr, ">> "+format+"\n", args...) }
+
+func check(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
