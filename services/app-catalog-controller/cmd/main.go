@@ -5,7 +5,9 @@ package main
 
 import (
 	"flag"
+	"net/http"
 	"os"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -16,20 +18,22 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
 )
 
 func main() {
 	opts := manager.Options{Name: "app-catalog-controller"}
 	opts.BindFlags(flag.CommandLine)
+	maxArtifact := flag.Int64("max-artifact-size", 50<<20, "Largest CatalogSource artifact read, in bytes (compressed and uncompressed).")
 	flag.Parse()
-	if err := run(opts); err != nil {
+	if err := run(opts, *maxArtifact); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "app-catalog-controller failed")
 		os.Exit(1)
 	}
 }
 
-func run(opts manager.Options) error {
+func run(opts manager.Options, maxArtifact int64) error {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, catalogv1.AddToScheme, helmv2.AddToScheme, sourcev1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -47,6 +51,10 @@ func run(opts manager.Options) error {
 		return err
 	}
 	if err := (&definition.Reconciler{Client: mgr.GetClient(), Discovery: dc}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	fetcher := &catalogsource.Fetcher{HTTP: &http.Client{Timeout: time.Minute}, MaxSize: maxArtifact}
+	if err := (&catalogsource.Reconciler{Client: mgr.GetClient(), Fetcher: fetcher}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

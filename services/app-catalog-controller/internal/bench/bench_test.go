@@ -228,7 +228,7 @@ func measure(b *testing.B, admin, alice, direct, aliceDirect *endpoint, scale in
 		return fmt.Sprintf("/apis/helm.toolkit.fluxcd.io/v2/namespaces/%s/helmreleases/pg-%s?resourceVersion=0", ns, name)
 	}
 	series := func(n int, e *endpoint, path func() string) []time.Duration {
-		for range 200 { // warm up connections and caches
+		for range max(5, n/15) { // warm up connections and caches
 			e.get(b, path())
 		}
 		out := make([]time.Duration, n)

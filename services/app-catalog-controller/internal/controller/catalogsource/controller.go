@@ -1,0 +1,230 @@
+// Package catalogsource reconciles CatalogSources: it reads the ApplicationDefinitions in a Flux
+// source's artifact and applies them, labelled with the source. A definition whose name or kind
+// another source or a hand-written definition already has is reported as a conflict and left
+// alone; definitions the source no longer holds are deleted (only those it created).
+package catalogsource
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+)
+
+// Finalizer removes the definitions a source created when the source is deleted.
+const Finalizer = "catalog.flotilla.dev/definitions"
+
+// sourceAPIVersion is the Flux source API the referenced sources are read in.
+const sourceAPIVersion = "source.toolkit.fluxcd.io/v1"
+
+// Reconciler reconciles CatalogSources.
+type Reconciler struct {
+	Client  client.Client
+	Fetcher *Fetcher
+}
+
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=catalogsources,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=catalogsources/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=create;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets,verbs=get;list;watch
+
+// Reconcile applies one source's definitions.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	src := &catalogv1.CatalogSource{}
+	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	h := patch.NewHelper(src)
+	if src.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.reconcileDelete(ctx, src)
+	}
+	if !controllerutil.ContainsFinalizer(src, Finalizer) {
+		controllerutil.AddFinalizer(src, Finalizer)
+		if err := r.Client.Update(ctx, src); err != nil {
+			return reconcile.Result{}, err
+		}
+		h = patch.NewHelper(src)
+	}
+	result, err := r.reconcile(ctx, src)
+	if _, perr := h.Status(ctx, r.Client, src); perr != nil && err == nil {
+		err = perr
+	}
+	return result, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, src *catalogv1.CatalogSource) (reconcile.Result, error) {
+	artifact, ready, err := r.artifact(ctx, src)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if artifact == nil {
+		conditions.MarkFalse(src, fmeta.ReadyCondition, catalogv1.SourceNotReadyReason, ready)
+		conditions.MarkTrue(src, fmeta.ReconcilingCondition, catalogv1.SourceNotReadyReason, ready)
+		return reconcile.Result{}, nil // the source's own changes requeue us
+	}
+	if artifact.revision == src.Status.Revision && conditions.IsReady(src) && src.Status.ObservedGeneration == src.Generation {
+		return reconcile.Result{}, nil
+	}
+	defs, err := r.Fetcher.Definitions(ctx, artifact.url, artifact.digest, src.Spec.Path)
+	if err != nil {
+		conditions.Summarize(src, nil, &conditions.Stall{Reason: catalogv1.ArtifactFailedReason, Message: err.Error()})
+		return reconcile.Result{RequeueAfter: time.Minute}, nil
+	}
+	applied, conflicts, err := r.apply(ctx, src, defs)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	src.Status.Revision, src.Status.Definitions, src.Status.Conflicts = artifact.revision, applied, conflicts
+	if len(conflicts) > 0 {
+		conditions.Summarize(src, nil, &conditions.Stall{Reason: catalogv1.KindConflictReason,
+			Message: fmt.Sprintf("%d definitions not applied: %s", len(conflicts), strings.Join(conflicts, "; "))})
+		return reconcile.Result{}, nil
+	}
+	conditions.Summarize(src, nil, nil)
+	conditions.MarkTrue(src, fmeta.ReadyCondition, fmeta.SucceededReason,
+		fmt.Sprintf("applied %d definitions from revision %s", len(applied), artifact.revision))
+	return reconcile.Result{}, nil
+}
+
+type artifact struct{ url, revision, digest string }
+
+// artifact reads the Flux source's artifact; nil with a reason while it has none ready.
+func (r *Reconciler) artifact(ctx context.Context, src *catalogv1.CatalogSource) (*artifact, string, error) {
+	ref := src.Spec.SourceRef
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(sourceAPIVersion)
+	u.SetKind(ref.Kind)
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, fmt.Sprintf("%s %s/%s not found", ref.Kind, ref.Namespace, ref.Name), nil
+		}
+		return nil, "", err
+	}
+	url, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "url")
+	revision, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "revision")
+	digest, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "digest")
+	if url == "" {
+		return nil, fmt.Sprintf("%s %s/%s has no artifact yet", ref.Kind, ref.Namespace, ref.Name), nil
+	}
+	return &artifact{url: url, revision: revision, digest: digest}, "", nil
+}
+
+// apply creates or updates the source's definitions and deletes the ones it no longer holds.
+func (r *Reconciler) apply(ctx context.Context, src *catalogv1.CatalogSource, defs []*catalogv1.ApplicationDefinition) ([]string, []string, error) {
+	var existing catalogv1.ApplicationDefinitionList
+	if err := r.Client.List(ctx, &existing); err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]*catalogv1.ApplicationDefinition{}
+	kindOwner := map[string]string{} // kind → definition name, of definitions not from this source
+	for i := range existing.Items {
+		d := &existing.Items[i]
+		byName[d.Name] = d
+		if d.Labels[catalogv1.LabelSource] != src.Name {
+			kindOwner[d.Spec.Names.Kind] = d.Name
+		}
+	}
+	var applied, conflicts []string
+	for _, def := range defs {
+		if cur, ok := byName[def.Name]; ok && cur.Labels[catalogv1.LabelSource] != src.Name {
+			conflicts = append(conflicts, fmt.Sprintf("%s: the definition exists and is not from this source (%s)", def.Name, owner(cur)))
+			continue
+		}
+		if other, ok := kindOwner[def.Spec.Names.Kind]; ok {
+			conflicts = append(conflicts, fmt.Sprintf("%s: kind %s is defined by %s (%s)", def.Name, def.Spec.Names.Kind, other, owner(byName[other])))
+			continue
+		}
+		def.Labels = map[string]string{catalogv1.LabelSource: src.Name}
+		def.TypeMeta = metav1.TypeMeta{APIVersion: catalogv1.GroupVersion.String(), Kind: "ApplicationDefinition"}
+		u, err := runtimeToUnstructured(def)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("catalogsource/"+src.Name), client.ForceOwnership); err != nil {
+			return nil, nil, fmt.Errorf("applying %s: %w", def.Name, err)
+		}
+		applied = append(applied, def.Name)
+	}
+	for name, d := range byName {
+		if d.Labels[catalogv1.LabelSource] == src.Name && !slices.Contains(applied, name) && !slices.ContainsFunc(defs, func(x *catalogv1.ApplicationDefinition) bool { return x.Name == name }) {
+			if err := client.IgnoreNotFound(r.Client.Delete(ctx, d)); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	slices.Sort(applied)
+	slices.Sort(conflicts)
+	return applied, conflicts, nil
+}
+
+func owner(d *catalogv1.ApplicationDefinition) string {
+	if d == nil {
+		return "unknown"
+	}
+	if s := d.Labels[catalogv1.LabelSource]; s != "" {
+		return "from CatalogSource " + s
+	}
+	return "written by hand"
+}
+
+func (r *Reconciler) reconcileDelete(ctx context.Context, src *catalogv1.CatalogSource) error {
+	if !controllerutil.ContainsFinalizer(src, Finalizer) {
+		return nil
+	}
+	if err := r.Client.DeleteAllOf(ctx, &catalogv1.ApplicationDefinition{}, client.MatchingLabels{catalogv1.LabelSource: src.Name}); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(src, Finalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, src))
+}
+
+// SetupWithManager registers the reconciler; a change of a Flux source's artifact requeues the
+// CatalogSources referring to it.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("catalogsource").
+		For(&catalogv1.CatalogSource{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	for _, kind := range []string{"GitRepository", "OCIRepository", "Bucket"} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(sourceAPIVersion)
+		u.SetKind(kind)
+		if _, err := mgr.GetRESTMapper().RESTMapping(u.GroupVersionKind().GroupKind(), "v1"); err != nil {
+			continue // that Flux source kind is not installed
+		}
+		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.referring(kind)))
+	}
+	return b.Complete(r)
+}
+
+func (r *Reconciler) referring(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var srcs catalogv1.CatalogSourceList
+		if err := r.Client.List(ctx, &srcs); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, s := range srcs.Items {
+			ref := s.Spec.SourceRef
+			if ref.Kind == kind && ref.Name == o.GetName() && ref.Namespace == o.GetNamespace() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+			}
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+)
+
+// pushCatalog publishes files as a Flux OCI artifact (a gzipped tarball layer) to an in-process
+// OCI registry (go-containerregistry's) and returns the oci:// URL of the repository.
+func pushCatalog(t *testing.T, reg *httptest.Server, repo string, files map[string]string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for path, content := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(content)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, "application/vnd.cncf.flux.config.v1+json")
+	img, err := mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(buf.Bytes(), "application/vnd.cncf.flux.content.v1.tar+gzip")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(reg.URL, "http://")
+	ref, err := name.ParseReference(host+"/"+repo+":v1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	return "oci://" + host + "/" + repo
+}
+
+func definitionYAML(kind, plural string) string {
+	return fmt.Sprintf(`apiVersion: catalog.flotilla.dev/v1alpha1
+kind: ApplicationDefinition
+metadata:
+  name: %s
+spec:
+  names: {kind: %s, plural: %s}
+  chart:
+    sourceRef: {kind: HelmRepository, name: flotilla-catalog, namespace: flotilla-system}
+    name: redis
+  schema:
+    type: object
+    properties:
+      replicas: {type: integer, default: 1, minimum: 1, maximum: 5}
+`, plural, kind, plural)
+}
+
+func ociSource(t *testing.T, name, url string) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository",
+		"metadata": map[string]any{"name": name, "namespace": catalogNamespace},
+		"spec":     map[string]any{"url": url, "ref": map[string]any{"tag": "v1"}, "insecure": true, "interval": "1m"},
+	}}
+	if err := kube.Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitSource(t *testing.T, name, condType, reason string) *catalogv1.CatalogSource {
+	t.Helper()
+	src := &catalogv1.CatalogSource{}
+	eventually(t, 60*time.Second, "CatalogSource "+name+" "+condType+"="+reason, func() (bool, error) {
+		if err := kube.Get(context.Background(), client.ObjectKey{Name: name}, src); err != nil {
+			return false, err
+		}
+		for _, c := range src.Status.Conditions {
+			if c.Type == condType && c.Status == metav1.ConditionTrue && c.Reason == reason {
+				return src.Status.ObservedGeneration == src.Generation, nil
+			}
+		}
+		return false, nil
+	})
+	return src
+}
+
+func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
+	ctx := context.Background()
+	installDefinition(t, "postgres") // written by hand
+	reg := httptest.NewServer(registry.New())
+	t.Cleanup(reg.Close)
+
+	// A partner's catalog with two apps.
+	ociSource(t, "partner", pushCatalog(t, reg, "partner/catalog", map[string]string{
+		"apps/memcache.yaml": definitionYAML("Memcache", "memcaches"),
+		"apps/keydb.yaml":    definitionYAML("Keydb", "keydbs"),
+		"README.md":          "not a definition",
+	}))
+	partner := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "partner"}, Spec: catalogv1.CatalogSourceSpec{
+		SourceRef: catalogv1.ArtifactSourceReference{Kind: "OCIRepository", Name: "partner", Namespace: catalogNamespace}, Path: "apps"}}
+	if err := kube.Create(ctx, partner); err != nil {
+		t.Fatal(err)
+	}
+	src := waitSource(t, "partner", "Ready", "Succeeded")
+	if fmt.Sprint(src.Status.Definitions) != "[keydbs memcaches]" {
+		t.Fatalf("definitions %v", src.Status.Definitions)
+	}
+	waitDiscovered(t, "memcaches", true)
+	def := &catalogv1.ApplicationDefinition{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, def); err != nil || def.Labels[catalogv1.LabelSource] != "partner" {
+		t.Fatalf("memcaches: %v %v", err, def.Labels)
+	}
+
+	// A second source defining kinds that exist already: reported, never applied.
+	ociSource(t, "rogue", pushCatalog(t, reg, "rogue/catalog", map[string]string{
+		"pg.yaml":  strings.Replace(definitionYAML("Postgres", "pgs"), "redis", "evil", 1),
+		"mc.yaml":  definitionYAML("Memcache", "memcaches"),
+		"new.yaml": definitionYAML("Etcd", "etcds"),
+	}))
+	rogue := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "rogue"}, Spec: catalogv1.CatalogSourceSpec{
+		SourceRef: catalogv1.ArtifactSourceReference{Kind: "OCIRepository", Name: "rogue", Namespace: catalogNamespace}}}
+	if err := kube.Create(ctx, rogue); err != nil {
+		t.Fatal(err)
+	}
+	src = waitSource(t, "rogue", "Stalled", catalogv1.KindConflictReason)
+	if len(src.Status.Conflicts) != 2 || !strings.Contains(strings.Join(src.Status.Conflicts, "\n"), "kind Postgres is defined by postgreses (written by hand)") {
+		t.Fatalf("conflicts %v", src.Status.Conflicts)
+	}
+	if fmt.Sprint(src.Status.Definitions) != "[etcds]" {
+		t.Fatalf("rogue applied %v", src.Status.Definitions)
+	}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, def); err != nil || def.Labels[catalogv1.LabelSource] != "partner" {
+		t.Fatalf("memcaches was taken over: %v %v", err, def.Labels)
+	}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "pgs"}, def); !apierrors.IsNotFound(err) {
+		t.Fatalf("the conflicting Postgres definition was applied: %v", err)
+	}
+
+	// Deleting a source removes what it created, nothing else.
+	if err := kube.Delete(ctx, partner); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "partner's definitions to go", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, &catalogv1.ApplicationDefinition{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err := kube.Get(ctx, client.ObjectKey{Name: "postgreses"}, def); err != nil {
+		t.Fatalf("the hand-written definition went too: %v", err)
+	}
+}
