@@ -42,8 +42,18 @@ func TestCharts(t *testing.T) {
 					t.Errorf("chart renders no %s", k)
 				}
 			}
-			checkDeployment(t, kinds["Deployment"])
-			checkGeneratedRBAC(t, chart, objs, svc)
+			// The release is named after the service, and so is the controller's Deployment.
+			controller := false
+			for _, o := range objs {
+				if o.GetKind() == "Deployment" {
+					controller = controller || o.GetName() == svc
+					checkDeployment(t, o, o.GetName() == svc)
+				}
+			}
+			if !controller {
+				t.Errorf("chart renders no Deployment %s", svc)
+			}
+			checkGeneratedRBAC(t, chart, objs)
 
 			ns := &unstructured.Unstructured{}
 			ns.SetAPIVersion("v1")
@@ -61,45 +71,51 @@ func TestCharts(t *testing.T) {
 	}
 }
 
-func checkDeployment(t *testing.T, d *unstructured.Unstructured) {
+// checkDeployment checks one of the chart's Deployments. The controller's, named after the release,
+// elects a leader; others (an aggregated API server) run every replica active.
+func checkDeployment(t *testing.T, d *unstructured.Unstructured, controller bool) {
 	t.Helper()
-	if d == nil {
-		return
-	}
 	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 	if len(containers) != 1 {
-		t.Fatalf("want one container, got %d", len(containers))
+		t.Fatalf("deployment %s: want one container, got %d", d.GetName(), len(containers))
 	}
 	c := containers[0].(map[string]any)
 	args, _, _ := unstructured.NestedStringSlice(c, "args")
-	if !slices.Contains(args, "--leader-elect") {
-		t.Errorf("deployment does not elect a leader: %v", args)
+	if controller && !slices.Contains(args, "--leader-elect") {
+		t.Errorf("deployment %s does not elect a leader: %v", d.GetName(), args)
 	}
 	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
 		if _, ok := c[probe]; !ok {
-			t.Errorf("deployment has no %s", probe)
+			t.Errorf("deployment %s has no %s", d.GetName(), probe)
 		}
 	}
 }
 
-// The chart's ClusterRole carries exactly the rules generated from the controller's RBAC markers.
-func checkGeneratedRBAC(t *testing.T, chart string, objs []*unstructured.Unstructured, svc string) {
+// Each ClusterRole generated from RBAC markers (files/role.yaml for the controller,
+// files/<component>/role.yaml for other binaries) is rendered, under its generated name, with
+// exactly the generated rules.
+func checkGeneratedRBAC(t *testing.T, chart string, objs []*unstructured.Unstructured) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(chart, "files", "role.yaml"))
+	files, err := filepath.Glob(filepath.Join(chart, "files", "*", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var generated map[string]any
-	if err := yaml.Unmarshal(raw, &generated); err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" && o.GetName() == svc {
-			if !equality.Semantic.DeepEqual(o.Object["rules"], generated["rules"]) {
-				t.Errorf("chart ClusterRole rules differ from files/role.yaml")
-			}
-			return
+	for _, f := range append([]string{filepath.Join(chart, "files", "role.yaml")}, files...) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		generated := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &generated.Object); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool {
+			return o.GetKind() == "ClusterRole" && o.GetName() == generated.GetName()
+		})
+		if i < 0 {
+			t.Errorf("no ClusterRole %s rendered (%s)", generated.GetName(), f)
+		} else if !equality.Semantic.DeepEqual(objs[i].Object["rules"], generated.Object["rules"]) {
+			t.Errorf("chart ClusterRole %s rules differ from %s", generated.GetName(), f)
 		}
 	}
-	t.Errorf("no ClusterRole %s rendered", svc)
 }

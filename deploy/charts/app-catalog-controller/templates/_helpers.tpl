@@ -1,0 +1,30 @@
+{{- define "acc.name" -}}{{ .Release.Name }}{{- end }}
+{{- define "acc.apiserver" -}}{{ .Release.Name }}-apiserver{{- end }}
+{{- define "acc.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end }}
+{{- define "acc.labels" -}}
+app.kubernetes.io/name: app-catalog-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: flotilla
+{{- end }}
+{{/* Selectors name the component: the controller's and the apiserver's pods share all other labels. */}}
+{{- define "acc.selector" -}}
+app.kubernetes.io/name: app-catalog-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+{{- define "acc.apiserver.selector" -}}
+app.kubernetes.io/name: app-catalog-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: apiserver
+{{- end }}
+{{- define "acc.scheduling" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
