@@ -210,6 +210,7 @@ func (s *Server) rebuild(ctx context.Context) {
 		}
 	}
 	resolved := catalog.Resolve(candidates, s.compile)
+	s.forgetCompiled(defs.Items)
 	old := *s.kinds.Load()
 	next := make(map[string]*served, len(resolved.Kinds))
 	for plural, k := range resolved.Kinds {
@@ -227,6 +228,21 @@ func (s *Server) rebuild(ctx context.Context) {
 	s.kinds.Store(&next)
 	s.publish(next)
 	s.touchAPIService(ctx, next)
+}
+
+// forgetCompiled drops the compilations of definitions that are gone.
+func (s *Server) forgetCompiled(defs []catalogv1.ApplicationDefinition) {
+	s.compileMu.Lock()
+	defer s.compileMu.Unlock()
+	live := make(map[types.UID]bool, len(defs))
+	for _, d := range defs {
+		live[d.UID] = true
+	}
+	for uid := range s.compiled {
+		if !live[uid] {
+			delete(s.compiled, uid)
+		}
+	}
 }
 
 // compile caches Compile by definition UID and generation.

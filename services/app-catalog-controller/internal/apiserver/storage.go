@@ -91,7 +91,7 @@ func (s *appStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions)
 	if hr == nil {
 		return nil, apierrors.NewNotFound(s.gr(), name)
 	}
-	return toApp(s.kind, hr)
+	return s.store.app(s.kind, hr)
 }
 
 // List implements rest.Lister. Label selectors apply to the app's labels; field selectors to
@@ -109,7 +109,7 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	list.SetResourceVersion(fmt.Sprint(rv))
 	list.Items = make([]unstructured.Unstructured, 0, len(hrs))
 	for _, hr := range hrs {
-		app, err := toApp(s.kind, hr)
+		app, err := s.store.app(s.kind, hr)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
@@ -144,7 +144,7 @@ func (s *appStorage) Watch(ctx context.Context, opts *metainternalversion.ListOp
 		return nil, err
 	}
 	w := newWatcher(func(hr *helmv2.HelmRelease) (watch.Event, bool, error) {
-		app, err := toApp(s.kind, hr)
+		app, err := s.store.app(s.kind, hr)
 		if err != nil {
 			return watch.Event{}, false, err
 		}

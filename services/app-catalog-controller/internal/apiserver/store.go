@@ -8,10 +8,12 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 )
 
 // store is the apiserver's watch cache of HelmReleases that are apps. It is fed by one
@@ -33,6 +35,28 @@ type store struct {
 	watchers map[*watcher]struct{}
 	// advanced is closed and replaced each time rv moves, for waitFor.
 	advanced chan struct{}
+	// converted memoizes each stored HelmRelease's app (*helmv2.HelmRelease → *converted):
+	// stored objects are never modified, only replaced, so a conversion holds until then.
+	converted sync.Map
+}
+
+type converted struct {
+	kind *catalog.Kind
+	app  *unstructured.Unstructured
+}
+
+// app returns the app of a stored HelmRelease, converted once per object and kind version; the
+// caller owns the copy it gets.
+func (s *store) app(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unstructured, error) {
+	if c, ok := s.converted.Load(hr); ok && c.(*converted).kind == k {
+		return c.(*converted).app.DeepCopy(), nil
+	}
+	app, err := toApp(k, hr)
+	if err != nil {
+		return nil, err
+	}
+	s.converted.Store(hr, &converted{kind: k, app: app})
+	return app.DeepCopy(), nil
 }
 
 type appKey struct{ namespace, name string }
@@ -94,6 +118,9 @@ func (s *store) apply(typ watch.EventType, hr *helmv2.HelmRelease, initial bool)
 	if byKey == nil {
 		byKey = map[appKey]*helmv2.HelmRelease{}
 		s.apps[kind] = byKey
+	}
+	if old, ok := byKey[key]; ok {
+		s.converted.Delete(old)
 	}
 	if typ == watch.Deleted {
 		delete(byKey, key)

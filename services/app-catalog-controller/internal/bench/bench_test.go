@@ -103,10 +103,11 @@ func BenchmarkAppsAPI(b *testing.B) {
 
 const notes = `
 Reads go through kube-apiserver's aggregator to the apps apiserver, which serves them from its own
-informer-fed cache of HelmReleases (no call to kube-apiserver per request). The floor is the same
-HelmReleases read from kube-apiserver's watch cache (` + "`resourceVersion=0`" + `): what a CRD would
-cost. "direct" is the apps apiserver on its own port (no aggregator hop); the difference to the
-aggregated figure is the hop. The tenant user is a client certificate in group tenant-t00-admin,
+informer-fed cache of HelmReleases (no call to kube-apiserver per request). The floor of a GET is
+the pair the issue names: the same HelmRelease read from kube-apiserver's watch cache
+(` + "`resourceVersion=0`" + `, what a CRD read costs) plus the aggregator hop, which is the aggregated
+GET minus the same GET on the apps apiserver's own port. The ratio against the watch-cache read
+alone is given too. The tenant user is a client certificate in group tenant-t00-admin,
 allowed by the tenant roles' RoleBinding only; the apps apiserver authorizes it through
 kube-apiserver (SubjectAccessReview, cached). Apps are spread over 100 tenant namespaces; LIST
 as admin is cluster-wide, LIST as the tenant user is its namespace. "create" is the latency of a
@@ -265,21 +266,29 @@ func (f figures) markdown(scale int) string {
 		}
 		return "**not met**"
 	}
-	floor := pct(f.floorGet, .5)
-	ratio := func(d []time.Duration) float64 { return float64(pct(d, .5)) / float64(floor) }
-	perK := float64(pct(f.adminList, .5).Microseconds()) / 1000 / (float64(scale) / 1000)
+	// The floor of a GET through the aggregator: kube-apiserver's own read of the HelmRelease
+	// from its watch cache, plus the aggregator hop (the aggregated read minus the same read on
+	// the apps apiserver's own port).
+	p50 := func(d []time.Duration) time.Duration { return pct(d, .5) }
+	cache := p50(f.floorGet)
+	floor := func(agg, direct []time.Duration) time.Duration { return cache + max(0, p50(agg)-p50(direct)) }
+	adminFloor, userFloor := floor(f.adminGet, f.directGet), floor(f.userGet, f.directUserGet)
+	perK := float64(p50(f.adminList).Microseconds()) / 1000 / (float64(scale) / 1000)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "### %d apps\n\n| figure | p50 | p99 | goal |\n|---|---|---|---|\n", scale)
 	row := func(name string, d []time.Duration, goal string) {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", name, ms(pct(d, .5)), ms(pct(d, .99)), goal)
 	}
-	row("floor: GET HelmRelease from kube-apiserver's watch cache (admin)", f.floorGet, "")
-	row("GET app through the aggregator, admin", f.adminGet, fmt.Sprintf("p50 ≤ 1.2× floor: **%.2f×** (%s); p99 ≤ 3 ms (%s)",
-		ratio(f.adminGet), status(ratio(f.adminGet) <= 1.2), status(pct(f.adminGet, .99) <= 3*time.Millisecond)))
-	row("GET app through the aggregator, tenant user", f.userGet, fmt.Sprintf("p50 ≤ 1.2× floor: **%.2f×** (%s); p99 ≤ 3 ms (%s)",
-		ratio(f.userGet), status(ratio(f.userGet) <= 1.2), status(pct(f.userGet, .99) <= 3*time.Millisecond)))
+	get := func(who string, agg []time.Duration, fl time.Duration) {
+		r := float64(p50(agg)) / float64(fl)
+		row("GET app through the aggregator, "+who, agg, fmt.Sprintf("p50 ≤ 1.2× floor (%s): **%.2f×** (%s); p99 ≤ 3 ms (%s); vs the watch-cache read alone %.2f×",
+			ms(fl), r, status(r <= 1.2), status(pct(agg, .99) <= 3*time.Millisecond), float64(p50(agg))/float64(cache)))
+	}
+	row("GET HelmRelease from kube-apiserver's watch cache, admin (`resourceVersion=0`)", f.floorGet, "")
 	row("GET app on the apps apiserver's own port, admin", f.directGet, "")
 	row("GET app on the apps apiserver's own port, tenant user", f.directUserGet, "")
+	get("admin", f.adminGet, adminFloor)
+	get("tenant user", f.userGet, userFloor)
 	row(fmt.Sprintf("floor: LIST all %d HelmReleases from the watch cache", scale), f.floorList, "")
 	row(fmt.Sprintf("LIST all %d apps through the aggregator, admin", scale), f.adminList,
 		fmt.Sprintf("≤ 25 ms per 1,000 apps: **%.1f ms** (%s)", perK, status(perK <= 25)))

@@ -148,9 +148,22 @@ spec:
 		t.Fatalf("kubectl get: %v\n%s", err, out)
 	}
 
-	// Values change → upgrade.
-	if out, err := kubectl(t, "", "patch", "-n", ns, "postgres/db", "--type=merge", "-p", `{"spec":{"replicas":4}}`); err != nil {
-		t.Fatalf("kubectl patch: %v\n%s", err, out)
+	// Values change → upgrade, by server-side apply. Field ownership is kept with the app: the
+	// first apply conflicts with the client-side apply's manager, as it would on any kind.
+	ssa := `
+apiVersion: apps.flotilla.dev/v1alpha1
+kind: Postgres
+metadata: {name: db, namespace: ` + ns + `}
+spec: {replicas: 4}
+`
+	if out, err := kubectl(t, ssa, "apply", "--server-side", "--field-manager=ci", "-f", "-"); err == nil || !strings.Contains(out, "conflict with \"kubectl-client-side-apply\"") || !strings.Contains(out, ".spec.replicas") {
+		t.Fatalf("kubectl apply --server-side: want a conflict on .spec.replicas, got %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, ssa, "apply", "--server-side", "--field-manager=ci", "--force-conflicts", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply --server-side --force-conflicts: %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, "", "get", "-n", ns, "postgres/db", "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}"); err != nil || !strings.Contains(out, "ci") {
+		t.Fatalf("managed fields: %v %q", err, out)
 	}
 	eventually(t, 90*time.Second, "the upgrade to 4 instances", func() (bool, error) {
 		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, cluster); err != nil {

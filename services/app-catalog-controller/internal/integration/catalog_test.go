@@ -92,6 +92,33 @@ func TestBadDefinitionsAreStalledWithTheReason(t *testing.T) {
 		t.Fatalf("kubectl get pg: %v\n%s", err, out)
 	}
 
+	// Converged definitions are not written again, whatever happens around them.
+	before := map[string]string{}
+	var defs catalogv1.ApplicationDefinitionList
+	if err := kube.List(ctx, &defs); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range defs.Items {
+		before[d.Name] = d.ResourceVersion
+	}
+	churn := testDefinition(t, "Churn", "churns", nil)
+	if err := kube.Create(ctx, churn); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, churn, "Ready", catalogv1.ServedReason)
+	if err := kube.Delete(ctx, churn); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if err := kube.List(ctx, &defs); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range defs.Items {
+		if rv, ok := before[d.Name]; ok && rv != d.ResourceVersion {
+			t.Errorf("definition %s was rewritten at steady state (%s → %s)", d.Name, rv, d.ResourceVersion)
+		}
+	}
+
 	// The CRD schema rejects a definition whose name is not its plural.
 	bad := testDefinition(t, "Other", "others", func(d *catalogv1.ApplicationDefinition) { d.Name = "something-else" })
 	if err := kube.Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "metadata.name must equal spec.names.plural") {

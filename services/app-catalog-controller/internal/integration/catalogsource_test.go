@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -113,7 +115,7 @@ func waitSource(t *testing.T, name, condType, reason string) *catalogv1.CatalogS
 func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
 	ctx := context.Background()
 	installDefinition(t, "postgres") // written by hand
-	reg := httptest.NewServer(registry.New())
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(reg.Close)
 
 	// A partner's catalog with two apps.
