@@ -27,7 +27,7 @@ func WriteBenchSection(path, name, body string) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	section := fmt.Sprintf("<!-- begin:%s -->\n%s\n_Measured %s on %s (%d CPUs, %s, %s)._\n<!-- end:%s -->",
+	section := fmt.Sprintf("<!-- begin:%s -->\n%s\n\n_Measured %s on %s (%d CPUs, %s, %s)._\n<!-- end:%s -->",
 		name, strings.TrimSpace(body), time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), cpuModel(), runtime.Version(), name)
 	begin, end := "<!-- begin:"+name+" -->", "<!-- end:"+name+" -->"
 	i, j := strings.Index(page, begin), strings.Index(page, end)

@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
-	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,8 +59,6 @@ type Env struct {
 	*envtest.Environment
 	Config *rest.Config
 	Client client.Client
-	kcm    *exec.Cmd
-	kcmLog *os.File
 	tmp    string
 	procs  []*process
 }
@@ -117,32 +112,20 @@ func Start(o Options) (*Env, error) {
 		return nil, errors.Join(err, e.Stop())
 	}
 	if o.ControllerManager {
-		if err := e.startControllerManager(bin, o.DataDir); err != nil {
+		if err := e.startControllerManager(o.DataDir); err != nil {
 			return nil, errors.Join(err, e.Stop())
 		}
 	}
 	return e, nil
 }
 
-func (e *Env) startControllerManager(bin, dataDir string) error {
-	user, err := e.AddUser(envtest.User{Name: "kube-controller-manager", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return err
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return err
-	}
+func (e *Env) startControllerManager(dataDir string) error {
 	dir := dataDir
 	if dir == "" {
 		dir = e.ControlPlane.APIServer.CertDir
 	}
-	path := filepath.Join(dir, "kube-controller-manager.kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(bin, "kube-controller-manager"),
-		"--kubeconfig="+path,
+	return e.StartProcess("kube-controller-manager", dir, nil,
+		"--kubeconfig="+filepath.Join(dir, "kube-controller-manager.kubeconfig"),
 		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -150,33 +133,12 @@ func (e *Env) startControllerManager(bin, dataDir string) error {
 		"--namespace-sync-period=10s",
 		"--concurrent-namespace-syncs=5",
 	)
-	logf, err := os.Create(filepath.Join(dir, "kube-controller-manager.log"))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return errors.Join(fmt.Errorf("starting kube-controller-manager: %w", err), logf.Close())
-	}
-	e.kcm, e.kcmLog = cmd, logf
-	return nil
 }
 
 // Stop stops everything Start started.
 func (e *Env) Stop() error {
-	if e.kcm != nil && e.kcm.Process != nil {
-		_ = e.kcm.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = e.kcm.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = e.kcm.Process.Kill()
-		}
-		_ = e.kcmLog.Close()
-	}
-	for _, p := range e.procs {
-		p.stop()
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].stop()
 	}
 	if e.tmp != "" {
 		_ = os.RemoveAll(e.tmp)

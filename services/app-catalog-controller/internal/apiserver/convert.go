@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-dev/flotilla/libs/apis/meta"
@@ -39,7 +40,8 @@ import (
 func toApp(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unstructured, error) {
 	spec := map[string]any{}
 	if hr.Spec.Values != nil && len(hr.Spec.Values.Raw) > 0 {
-		if err := json.Unmarshal(hr.Spec.Values.Raw, &spec); err != nil {
+		// utiljson keeps integers int64, as the apiserver's decoder does for requests.
+		if err := utiljson.Unmarshal(hr.Spec.Values.Raw, &spec); err != nil {
 			return nil, fmt.Errorf("HelmRelease %s/%s has unreadable values: %w", hr.Namespace, hr.Name, err)
 		}
 	}

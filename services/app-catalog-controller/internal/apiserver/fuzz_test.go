@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
@@ -53,14 +54,14 @@ func FuzzAdmit(f *testing.F) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-acme", Labels: map[string]string{"tenancy.flotilla.dev/tenant": "acme"}}}
 	f.Fuzz(func(t *testing.T, spec string) {
 		var v any
-		if json.Unmarshal([]byte(spec), &v) != nil {
+		if utiljson.Unmarshal([]byte(spec), &v) != nil { // as the apiserver's decoder: integers stay int64
 			return
 		}
 		app := &unstructured.Unstructured{Object: map[string]any{"spec": v}}
 		app.SetGroupVersionKind(k.GVK)
 		app.SetNamespace("tenant-acme")
 		app.SetName("db")
-		err := s.admit(app)
+		err := s.admit(app, nil)
 		if err != nil {
 			status, ok := err.(apierrors.APIStatus)
 			if !ok || !apierrors.IsInvalid(err) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {

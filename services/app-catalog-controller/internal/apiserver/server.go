@@ -263,7 +263,6 @@ func (s *Server) publish(kinds map[string]*served) {
 		Version: catalogv1.AppsGroupVersion.Version, Resources: resourceDiscovery(kinds), Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
 	})
 	doc := &spec3.OpenAPI{Version: "3.0.0", Paths: &spec3.Paths{}, Components: &spec3.Components{}}
-	doc.Info = nil
 	for _, sv := range sortedKinds(kinds) {
 		mergeOpenAPI(doc, sv.kind.OpenAPI)
 	}

@@ -171,8 +171,8 @@ func (s *appStorage) Watch(ctx context.Context, opts *metainternalversion.ListOp
 	return w, nil
 }
 
-// admit defaults and validates an app before it is written.
-func (s *appStorage) admit(app *unstructured.Unstructured) error {
+// admit defaults and validates an app before it is written; old is the app before an update.
+func (s *appStorage) admit(app, old *unstructured.Unstructured) error {
 	var errs field.ErrorList
 	name := app.GetName()
 	for _, msg := range validation.IsDNS1123Label(name) {
@@ -199,7 +199,11 @@ func (s *appStorage) admit(app *unstructured.Unstructured) error {
 			app.Object["spec"] = map[string]any{} // so that the schema's defaults apply
 		}
 		s.kind.Default(app.Object)
-		errs = s.kind.Validate(app.Object)
+		var oldContent map[string]any
+		if old != nil {
+			oldContent = old.Object
+		}
+		errs = s.kind.Validate(app.Object, oldContent)
 	}
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(s.kind.GVK.GroupKind(), name, errs)
@@ -225,7 +229,7 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("not an app: %T", obj))
 	}
 	app.SetNamespace(genericapirequest.NamespaceValue(ctx))
-	if err := s.admit(app); err != nil {
+	if err := s.admit(app, nil); err != nil {
 		return nil, err
 	}
 	if createValidation != nil {
@@ -287,7 +291,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		if app.GetUID() != "" && app.GetUID() != hr.UID {
 			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("metadata.uid %s does not match the app's %s", app.GetUID(), hr.UID))
 		}
-		if err := s.admit(app); err != nil {
+		if err := s.admit(app, old); err != nil {
 			return nil, false, err
 		}
 		if updateValidation != nil {

@@ -1,7 +1,7 @@
 package catalog
 
 import (
-	"encoding/json"
+	"k8s.io/apimachinery/pkg/util/json"
 	"testing"
 )
 

@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	celvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/utils/ptr"
@@ -43,6 +45,7 @@ type Kind struct {
 
 	structural *structuralschema.Structural
 	validator  apiservervalidation.SchemaValidator
+	rules      *celvalidation.Validator // the schema's x-kubernetes-validations; nil without any
 	forbidden  [][]string
 
 	Table         rest.TableConvertor
@@ -93,6 +96,7 @@ func Compile(def *catalogv1.ApplicationDefinition) (*Kind, error) {
 		return nil, fmt.Errorf("building the apply type converter: %w", err)
 	}
 	k := &Kind{
+		rules:      celvalidation.NewValidator(s, true, celconfig.PerCallLimit),
 		Definition: def,
 		GVK:        catalogv1.AppsGroupVersion.WithKind(def.Spec.Names.Kind),
 		GVR:        catalogv1.AppsGroupVersion.WithResource(def.Spec.Names.Plural),

@@ -43,7 +43,7 @@ func TestCompileDefaultsAndValidates(t *testing.T) {
 	if spec["replicas"] != int64(2) || spec["size"] != "1Gi" {
 		t.Fatalf("defaults not applied: %v", spec)
 	}
-	if errs := k.Validate(app); len(errs) != 0 {
+	if errs := k.Validate(app, nil); len(errs) != 0 {
 		t.Fatalf("valid app rejected: %v", errs)
 	}
 
@@ -62,7 +62,7 @@ func TestCompileDefaultsAndValidates(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			app := map[string]any{"spec": mustJSON(t, c.spec)}
-			errs := k.Validate(app)
+			errs := k.Validate(app, nil)
 			if !strings.Contains(errs.ToAggregate().Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", errs, c.want)
 			}
@@ -89,5 +89,26 @@ func TestCompileRejectsBadDefinitions(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestCELRules(t *testing.T) {
+	k, err := Compile(definition(`{"type":"object",
+	  "x-kubernetes-validations":[{"rule":"!has(self.min) || !has(self.max) || self.min <= self.max","message":"min must not exceed max"}],
+	  "properties":{
+	    "min":{"type":"integer"},"max":{"type":"integer"},
+	    "disk":{"type":"string","x-kubernetes-validations":[{"rule":"self == oldSelf","message":"disk is fixed once created"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := func(spec string) map[string]any { return map[string]any{"spec": mustJSON(t, spec)} }
+	if errs := k.Validate(app(`{"min":1,"max":2,"disk":"a"}`), nil); len(errs) != 0 {
+		t.Fatalf("valid app rejected: %v", errs)
+	}
+	if errs := k.Validate(app(`{"min":3,"max":2}`), nil); !strings.Contains(errs.ToAggregate().Error(), "spec: Invalid value: min must not exceed max") {
+		t.Fatalf("got %v", errs)
+	}
+	if errs := k.Validate(app(`{"disk":"b"}`), app(`{"disk":"a"}`)); !strings.Contains(errs.ToAggregate().Error(), "spec.disk: Invalid value: \"b\": disk is fixed once created") {
+		t.Fatalf("transition rule: got %v", errs)
 	}
 }

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
@@ -21,9 +23,11 @@ func (k *Kind) Default(app map[string]any) {
 }
 
 // Validate checks an app's spec (its unstructured content) against the definition: unknown
-// fields, the schema, the forbidden paths and the platform's own fields. Every error names the
-// offending field (spec.storage.size). The app's status is not validated: it is never stored.
-func (k *Kind) Validate(app map[string]any) field.ErrorList {
+// fields, the schema and its CEL rules (x-kubernetes-validations; transition rules see old, the
+// app before an update, nil on create), the forbidden paths and the platform's own fields. Every
+// error names the offending field (spec.storage.size). The status is not validated: it is never
+// stored.
+func (k *Kind) Validate(app, old map[string]any) field.ErrorList {
 	var errs field.ErrorList
 	spec, _ := app["spec"].(map[string]any)
 	probe := map[string]any{"spec": runtime.DeepCopyJSONValue(app["spec"])}
@@ -38,6 +42,14 @@ func (k *Kind) Validate(app map[string]any) field.ErrorList {
 		return errs
 	}
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, map[string]any{"spec": spec}, k.validator)...)
+	if k.rules != nil {
+		var oldObj any
+		if old != nil {
+			oldObj = map[string]any{"spec": old["spec"]}
+		}
+		celErrs, _ := k.rules.Validate(context.Background(), nil, k.structural, map[string]any{"spec": spec}, oldObj, celconfig.RuntimeCELCostBudget)
+		errs = append(errs, celErrs...)
+	}
 	specPath := field.NewPath("spec")
 	if _, ok := spec[catalogv1.PlatformValuesKey]; ok {
 		errs = append(errs, field.Forbidden(specPath.Child(catalogv1.PlatformValuesKey), "is set by the platform"))
