@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kube-openapi/pkg/handler3"
 	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -131,7 +132,7 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 		Scheme: Scheme,
 		ByObject: map[client.Object]cache.ByObject{
 			// Only HelmReleases that are apps; they are never modified, so no copies.
-			&helmv2.HelmRelease{}: {Label: mustSelector(catalogv1.LabelAppKind), UnsafeDisableDeepCopy: ptrTo(true)},
+			&helmv2.HelmRelease{}: {Label: mustSelector(catalogv1.LabelAppKind), UnsafeDisableDeepCopy: ptr.To(true)},
 		},
 	})
 	if err != nil {
@@ -296,8 +297,6 @@ func mustSelector(key string) labels.Selector {
 	utilruntime.Must(err)
 	return sel
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // The apps apiserver's permissions (the chart's apiserver ClusterRole is generated from these):
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;delete

@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,10 +153,13 @@ func (r *Reconciler) apply(ctx context.Context, src *catalogv1.CatalogSource, de
 		}
 		def.Labels = map[string]string{catalogv1.LabelSource: src.Name}
 		def.TypeMeta = metav1.TypeMeta{APIVersion: catalogv1.GroupVersion.String(), Kind: "ApplicationDefinition"}
-		u, err := runtimeToUnstructured(def)
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(def)
 		if err != nil {
 			return nil, nil, err
 		}
+		u := &unstructured.Unstructured{Object: content}
+		unstructured.RemoveNestedField(u.Object, "status") // the controller's, not the source's
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("catalogsource/"+src.Name), client.ForceOwnership); err != nil {
 			return nil, nil, fmt.Errorf("applying %s: %w", def.Name, err)
 		}

@@ -2,6 +2,7 @@ package catalogsource
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -88,7 +89,7 @@ func (f *Fetcher) Definitions(ctx context.Context, url, digest, dir string) ([]*
 }
 
 func decode(r io.Reader, file string) ([]*catalogv1.ApplicationDefinition, error) {
-	dec := utilyaml.NewYAMLReader(bufioReader(r))
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(r))
 	var out []*catalogv1.ApplicationDefinition
 	for {
 		doc, err := dec.Read()
