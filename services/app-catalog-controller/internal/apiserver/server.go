@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -95,16 +94,9 @@ type Server struct {
 	admit   admission.Interface
 
 	kinds     atomic.Pointer[map[string]*served] // by plural
-	compileMu sync.Mutex
-	compiled  map[types.UID]compiled
+	compiler  catalog.Compiler
 	rebuildCh chan struct{}
 	lastHash  string
-}
-
-type compiled struct {
-	generation int64
-	kind       *catalog.Kind
-	err        error
 }
 
 // New builds the server from its options and a client configuration for kube-apiserver.
@@ -145,7 +137,7 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 	s := &Server{
 		generic: generic, cache: c, client: direct, store: newStore(o.History),
 		openapi: handler3.NewOpenAPIService(), serial: newNegotiatedSerializer(),
-		admit: admission.NewChainHandler(), compiled: map[types.UID]compiled{}, rebuildCh: make(chan struct{}, 1),
+		admit: admission.NewChainHandler(), rebuildCh: make(chan struct{}, 1),
 	}
 	s.kinds.Store(&map[string]*served{})
 	generic.Handler.NonGoRestfulMux.Handle(groupPath, s)
@@ -210,8 +202,8 @@ func (s *Server) rebuild(ctx context.Context) {
 			candidates = append(candidates, &defs.Items[i])
 		}
 	}
-	resolved := catalog.Resolve(candidates, s.compile)
-	s.forgetCompiled(defs.Items)
+	resolved := catalog.Resolve(candidates, s.compiler.Compile)
+	s.compiler.Retain(defs.Items)
 	old := *s.kinds.Load()
 	next := make(map[string]*served, len(resolved.Kinds))
 	for plural, k := range resolved.Kinds {
@@ -229,33 +221,6 @@ func (s *Server) rebuild(ctx context.Context) {
 	s.kinds.Store(&next)
 	s.publish(next)
 	s.touchAPIService(ctx, next)
-}
-
-// forgetCompiled drops the compilations of definitions that are gone.
-func (s *Server) forgetCompiled(defs []catalogv1.ApplicationDefinition) {
-	s.compileMu.Lock()
-	defer s.compileMu.Unlock()
-	live := make(map[types.UID]bool, len(defs))
-	for _, d := range defs {
-		live[d.UID] = true
-	}
-	for uid := range s.compiled {
-		if !live[uid] {
-			delete(s.compiled, uid)
-		}
-	}
-}
-
-// compile caches Compile by definition UID and generation.
-func (s *Server) compile(def *catalogv1.ApplicationDefinition) (*catalog.Kind, error) {
-	s.compileMu.Lock()
-	defer s.compileMu.Unlock()
-	if c, ok := s.compiled[def.UID]; ok && c.generation == def.Generation {
-		return c.kind, c.err
-	}
-	k, err := catalog.Compile(def)
-	s.compiled[def.UID] = compiled{generation: def.Generation, kind: k, err: err}
-	return k, err
 }
 
 // publish updates discovery and OpenAPI to the served kinds.

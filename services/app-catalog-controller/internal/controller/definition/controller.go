@@ -41,6 +41,8 @@ const DeletionBlockedReason = "DeletionBlocked"
 type Reconciler struct {
 	Client    client.Client
 	Discovery discovery.DiscoveryInterface
+	// Compiler caches compilations: every definition change re-judges every definition.
+	Compiler catalog.Compiler
 
 	mu       sync.Mutex
 	builtins map[string]string // lower-cased name → group/resource, from discovery
@@ -86,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // judge decides as the apps apiserver does: definitions clashing with a built-in resource are
 // out, then catalog.Resolve settles clashes between definitions. nil means served.
 func (r *Reconciler) judge(ctx context.Context, def *catalogv1.ApplicationDefinition) (*catalog.Rejection, error) {
-	k, err := catalog.Compile(def)
+	k, err := r.Compiler.Compile(def)
 	if err != nil {
 		return &catalog.Rejection{Reason: catalogv1.InvalidSchemaReason, Message: err.Error()}, nil
 	}
@@ -116,7 +118,8 @@ func (r *Reconciler) judge(ctx context.Context, def *catalogv1.ApplicationDefini
 			candidates = append(candidates, other)
 		}
 	}
-	resolved := catalog.Resolve(candidates, catalog.Compile)
+	r.Compiler.Retain(all.Items)
+	resolved := catalog.Resolve(candidates, r.Compiler.Compile)
 	if rej, ok := resolved.Rejected[def.Name]; ok {
 		return &rej, nil
 	}
