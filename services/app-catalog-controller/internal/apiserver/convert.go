@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 
@@ -110,12 +111,7 @@ type Output struct {
 
 func runtimeStatus(k *catalog.Kind, hr *helmv2.HelmRelease) (map[string]any, error) {
 	st := appStatus(k, hr)
-	raw, err := json.Marshal(st)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]any{}
-	return out, json.Unmarshal(raw, &out)
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }
 
 // appStatus mirrors the HelmRelease's Ready condition in kstatus terms. The HelmRelease's

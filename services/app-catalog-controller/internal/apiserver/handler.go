@@ -122,12 +122,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		responsewriters.ErrorNegotiated(err, Codecs, schema.GroupVersion{}, w, r)
 		return
 	}
-	if sv.kind.Definition.DeletionTimestamp != nil && (info.Verb == "create" || (info.Verb == "patch" && sv.storage.store.get(sv.kind.GVK.Kind, info.Namespace, info.Name) == nil)) {
-		err := apierrors.NewMethodNotSupported(sv.kind.GVR.GroupResource(), "create")
-		err.ErrStatus.Message = "the " + sv.kind.GVK.Kind + " definition is being deleted: no new apps of this kind may be created"
-		responsewriters.ErrorNegotiated(err, Codecs, schema.GroupVersion{}, w, r)
-		return
-	}
 	switch info.Verb {
 	case "get":
 		handlers.GetResource(sv.storage, sv.scope)(w, r)

@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +31,9 @@ import (
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 )
+
+// errModified is kube-apiserver's own wording for an update on a stale object.
+var errModified = errors.New("the object has been modified; please apply your changes to the latest version and try again")
 
 // maxReleaseName is Helm's limit on release names.
 const maxReleaseName = 53
@@ -103,7 +109,7 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	}
 	hrs, rv := s.store.list(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), keep)
 	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	list := s.NewList().(*unstructured.UnstructuredList)
 	list.SetResourceVersion(fmt.Sprint(rv))
@@ -132,8 +138,8 @@ func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2
 		}
 	}
 	return func(hr *helmv2.HelmRelease) bool {
-		return lsel.Matches(labels.Set(hr.Labels)) &&
-			fsel.Matches(fields.Set{"metadata.name": hr.Labels[catalogv1.LabelAppName], "metadata.namespace": hr.Namespace})
+		return (lsel.Empty() || lsel.Matches(labels.Set(hr.Labels))) &&
+			(fsel.Empty() || fsel.Matches(fields.Set{"metadata.name": hr.Labels[catalogv1.LabelAppName], "metadata.namespace": hr.Namespace}))
 	}, nil
 }
 
@@ -228,6 +234,11 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("not an app: %T", obj))
 	}
+	if s.kind.Definition.DeletionTimestamp != nil { // every create comes here: POST, PUT and apply
+		err := apierrors.NewMethodNotSupported(s.gr(), "create")
+		err.ErrStatus.Message = "the " + s.kind.GVK.Kind + " definition is being deleted: no new apps of this kind may be created"
+		return nil, err
+	}
 	app.SetNamespace(genericapirequest.NamespaceValue(ctx))
 	if err := s.admit(app, nil); err != nil {
 		return nil, err
@@ -286,7 +297,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("not an app: %T", obj))
 		}
 		if rv := app.GetResourceVersion(); rv != "" && rv != hr.ResourceVersion {
-			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+			return nil, false, apierrors.NewConflict(s.gr(), name, errModified)
 		}
 		if app.GetUID() != "" && app.GetUID() != hr.UID {
 			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("metadata.uid %s does not match the app's %s", app.GetUID(), hr.UID))
@@ -303,8 +314,12 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		if err != nil {
 			return nil, false, err
 		}
+		before := hr.DeepCopy()
 		if err := toHelmRelease(s.kind, app, ns, hr); err != nil {
 			return nil, false, apierrors.NewInternalError(err)
+		}
+		if equality.Semantic.DeepEqual(before, hr) { // nothing to write: a repeated apply, say
+			return old, false, nil
 		}
 		// A conflict here is a write that came between our read and our update (often
 		// helm-controller's status): read again. A resourceVersion the client pinned is checked
@@ -439,7 +454,7 @@ func (s *appStorage) mapError(err error, name string) error {
 	case apierrors.IsAlreadyExists(err):
 		return apierrors.NewAlreadyExists(s.gr(), name)
 	case apierrors.IsConflict(err):
-		return apierrors.NewConflict(s.gr(), name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		return apierrors.NewConflict(s.gr(), name, errModified)
 	case apierrors.IsInvalid(err):
 		return apierrors.NewInternalError(fmt.Errorf("the app's HelmRelease was rejected: %w", err))
 	}

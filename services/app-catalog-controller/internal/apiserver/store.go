@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,8 +47,9 @@ type converted struct {
 	app  *unstructured.Unstructured
 }
 
-// app returns the app of a stored HelmRelease, converted once per object and kind version; the
-// caller owns the copy it gets.
+// app returns the app of a HelmRelease, converted once per stored object and kind version (an
+// object that is no longer stored, a deleted one or one replayed from the history, is converted
+// without being remembered); the caller owns the copy it gets.
 func (s *store) app(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unstructured, error) {
 	if c, ok := s.converted.Load(hr); ok && c.(*converted).kind == k {
 		return c.(*converted).app.DeepCopy(), nil
@@ -55,7 +58,12 @@ func (s *store) app(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unst
 	if err != nil {
 		return nil, err
 	}
-	s.converted.Store(hr, &converted{kind: k, app: app})
+	s.mu.RLock()
+	stored := s.apps[k.GVK.Kind][appKey{hr.Namespace, hr.Labels[catalogv1.LabelAppName]}] == hr
+	if stored { // under the lock, so that apply cannot forget it in between
+		s.converted.Store(hr, &converted{kind: k, app: app})
+	}
+	s.mu.RUnlock()
 	return app.DeepCopy(), nil
 }
 
@@ -157,13 +165,6 @@ func (s *store) markSynced() {
 	s.since = s.rv
 }
 
-// resourceVersion is the store's current resourceVersion.
-func (s *store) resourceVersion() string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return strconv.FormatUint(s.rv, 10)
-}
-
 // get returns the HelmRelease of an app, or nil.
 func (s *store) get(kind, namespace, name string) *helmv2.HelmRelease {
 	s.mu.RLock()
@@ -188,20 +189,19 @@ func (s *store) list(kind, namespace string, keep func(*helmv2.HelmRelease) bool
 // watch registers a watcher for a kind. From resourceVersion 0 (or none), or when the client
 // asks for initial events, it first gets the current apps as ADDED (then, when asked, the
 // bookmark that ends them); from N it gets every change after N, or 410 Gone when N is older
-// than the history.
+// than the history. That backlog is a snapshot handed to the watcher whole; only the changes
+// after it go through its bounded buffer.
 func (s *store) watch(kind, namespace, from string, sendInitialEvents bool, w *watcher) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sendInitialEvents || from == "" || from == "0" {
 		for key, hr := range s.apps[kind] {
 			if namespace == "" || key.namespace == namespace {
-				if !w.offer(change{typ: watch.Added, hr: hr, rv: parseRV(hr.ResourceVersion)}) {
-					return apierrors.NewTooManyRequests("too many apps to watch at once; retry from a list's resourceVersion", 1)
-				}
+				w.backlog = append(w.backlog, change{typ: watch.Added, hr: hr, rv: parseRV(hr.ResourceVersion)})
 			}
 		}
-		if sendInitialEvents && !w.offer(change{typ: watch.Bookmark, rv: s.rv}) {
-			return apierrors.NewTooManyRequests("too many apps to watch at once", 1)
+		if sendInitialEvents {
+			w.backlog = append(w.backlog, change{typ: watch.Bookmark, rv: s.rv})
 		}
 	} else {
 		rv, err := strconv.ParseUint(from, 10, 64)
@@ -211,11 +211,8 @@ func (s *store) watch(kind, namespace, from string, sendInitialEvents bool, w *w
 		if rv < s.since {
 			return apierrors.NewResourceExpired("too old resource version: " + from + " (the history starts after " + strconv.FormatUint(s.since, 10) + ")")
 		}
-		for _, c := range s.history {
-			if c.rv > rv && !w.offer(c) {
-				return apierrors.NewTooManyRequests("too many changes to replay; retry from a newer resourceVersion", 1)
-			}
-		}
+		first, _ := slices.BinarySearchFunc(s.history, rv+1, func(c change, rv uint64) int { return cmp.Compare(c.rv, rv) })
+		w.backlog = slices.Clone(s.history[first:])
 	}
 	s.watchers[w] = struct{}{}
 	return nil

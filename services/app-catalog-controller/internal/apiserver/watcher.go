@@ -16,11 +16,14 @@ const watcherBuffer = 4096
 // watcher is one watch request: the store offers it changes, it converts and filters them and
 // delivers watch.Events to the client.
 type watcher struct {
-	in     chan change
-	out    chan watch.Event
-	done   chan struct{}
-	once   sync.Once
-	closed bool // guarded by the store's lock
+	// backlog is what the client gets first (the current apps or the history it missed), set by
+	// the store before the watcher runs; in carries the changes after it.
+	backlog []change
+	in      chan change
+	out     chan watch.Event
+	done    chan struct{}
+	once    sync.Once
+	closed  bool // guarded by the store's lock
 
 	convert func(*helmv2.HelmRelease) (watch.Event, bool, error)
 	// bookmark makes the bookmark event ending the initial events at a resourceVersion.
@@ -58,43 +61,50 @@ func (w *watcher) closeInput() {
 
 func (w *watcher) run() {
 	defer close(w.out)
-	for c := range w.in {
-		if c.typ == watch.Bookmark {
-			if !w.send(w.bookmark(c.rv)) {
-				return
-			}
-			continue
-		}
-		ev, matches, err := w.convert(c.hr)
-		if err != nil {
-			ev = watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus}
-			matches = true
-		}
-		key := appKey{c.hr.Namespace, c.hr.Name}
-		hidden := w.hidden[key]
-		switch {
-		case c.typ == watch.Deleted:
-			delete(w.hidden, key)
-			if hidden {
-				continue
-			}
-			ev.Type = watch.Deleted
-		case !matches:
-			w.hidden[key] = true
-			if hidden || c.typ == watch.Added {
-				continue
-			}
-			ev.Type = watch.Deleted
-		case hidden || c.typ == watch.Added:
-			delete(w.hidden, key)
-			ev.Type = watch.Added
-		default:
-			ev.Type = watch.Modified
-		}
-		if !w.send(ev) {
+	for _, c := range w.backlog {
+		if !w.deliver(c) {
 			return
 		}
 	}
+	w.backlog = nil
+	for c := range w.in {
+		if !w.deliver(c) {
+			return
+		}
+	}
+}
+
+// deliver converts, filters and sends one change; false when the client has gone.
+func (w *watcher) deliver(c change) bool {
+	if c.typ == watch.Bookmark {
+		return w.send(w.bookmark(c.rv))
+	}
+	ev, matches, err := w.convert(c.hr)
+	if err != nil {
+		return w.send(watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus})
+	}
+	key := appKey{c.hr.Namespace, c.hr.Name}
+	hidden := w.hidden[key]
+	switch {
+	case c.typ == watch.Deleted:
+		delete(w.hidden, key)
+		if hidden {
+			return true
+		}
+		ev.Type = watch.Deleted
+	case !matches:
+		w.hidden[key] = true
+		if hidden || c.typ == watch.Added {
+			return true
+		}
+		ev.Type = watch.Deleted
+	case hidden || c.typ == watch.Added:
+		delete(w.hidden, key)
+		ev.Type = watch.Added
+	default:
+		ev.Type = watch.Modified
+	}
+	return w.send(ev)
 }
 
 func (w *watcher) send(ev watch.Event) bool {
