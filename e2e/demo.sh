@@ -51,7 +51,7 @@ up() {
   go build -o "$state/bin/localcp" ./libs/testenv/cmd/localcp
   for s in "${services[@]}"; do go build -o "$state/bin/$s" "./services/$s/cmd"; done
   go build -o "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
-  charts=$(printf "$root/deploy/catalog/%s/chart," postgres redis tenant virtualmachine kubernetes)
+  charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
   hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s," "$f"; fi; done)

@@ -13,13 +13,16 @@ import (
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 )
 
-var starterApps = []string{"postgres", "redis", "tenant", "virtualmachine", "kubernetes"}
-
 // Every starter definition compiles; an app with no values gets the schema's defaults, which are
 // the chart's own defaults (so a chart never runs on values the catalog did not vouch for); and
 // an attempt to set an image, the first thing an attacker tries, is refused with a field error.
 func TestStarterDefinitions(t *testing.T) {
-	for _, app := range starterApps {
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "deploy", "catalog", "*", "definition.yaml"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no starter definitions: %v", err)
+	}
+	for _, def := range dirs {
+		app := filepath.Base(filepath.Dir(def))
 		t.Run(app, func(t *testing.T) {
 			k := starterKind(t, app)
 			s := &appStorage{kind: k}

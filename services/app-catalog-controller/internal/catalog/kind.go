@@ -238,15 +238,14 @@ func toCRD(def *catalogv1.ApplicationDefinition) (*apiextensionsv1.CustomResourc
 func crdErrors(in field.ErrorList) field.ErrorList {
 	var out field.ErrorList
 	for _, e := range in {
-		e := *e
-		switch {
-		case strings.HasPrefix(e.Field, "spec.validation.openAPIV3Schema.properties[spec]"):
-			e.Field = "spec.schema" + strings.TrimPrefix(e.Field, "spec.validation.openAPIV3Schema.properties[spec]")
-		case strings.HasPrefix(e.Field, "spec.versions[0].schema.openAPIV3Schema.properties[spec]"):
-			e.Field = "spec.schema" + strings.TrimPrefix(e.Field, "spec.versions[0].schema.openAPIV3Schema.properties[spec]")
-		case strings.HasPrefix(e.Field, "spec.names"), strings.HasPrefix(e.Field, "spec.validation"), strings.HasPrefix(e.Field, "spec.versions"):
-		case e.Field == "metadata.name":
+		if e.Field == "metadata.name" {
 			continue // derived from spec.names.plural, checked by the CRD schema's CEL rule
+		}
+		e := *e
+		for _, prefix := range []string{"spec.validation.openAPIV3Schema.properties[spec]", "spec.versions[0].schema.openAPIV3Schema.properties[spec]"} {
+			if rest, ok := strings.CutPrefix(e.Field, prefix); ok {
+				e.Field = "spec.schema" + rest
+			}
 		}
 		out = append(out, &e)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-dev/flotilla/libs/testenv"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
 
@@ -44,13 +44,12 @@ func installDefinition(t *testing.T, app string) *catalogv1.ApplicationDefinitio
 	return def
 }
 
-func waitDiscovered(t *testing.T, plural string, want bool) time.Duration {
+func waitDiscovered(t *testing.T, plural string, want bool) {
 	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	eventually(t, 30*time.Second, "discovery of "+plural, func() (bool, error) {
 		_, lists, err := dc.ServerGroupsAndResources()
 		if err != nil {
@@ -67,13 +66,12 @@ func waitDiscovered(t *testing.T, plural string, want bool) time.Duration {
 		}
 		return found == want, nil
 	})
-	return time.Since(start)
 }
 
 func tenantNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := "tenant-" + name
-	err := kube.Create(context.Background(), &corev1Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+	err := kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
 		"tenancy.flotilla.dev/tenant": name, "tenancy.flotilla.dev/ingress": "tenant-root", "tenancy.flotilla.dev/etcd": "tenant-root",
 	}}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -83,8 +81,7 @@ func tenantNamespace(t *testing.T, name string) string {
 }
 
 func TestDefinitionServedWithoutRestart(t *testing.T) {
-	took := waitDiscovered(t, "postgreses", false)
-	_ = took
+	waitDiscovered(t, "postgreses", false)
 	start := time.Now()
 	installDefinition(t, "postgres")
 	t.Logf("postgreses discovered %v after the definition was created", time.Since(start))
@@ -194,5 +191,4 @@ spec: {replicas: 4}
 		err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, &helmv2.HelmRelease{})
 		return apierrors.IsNotFound(err), nil
 	})
-	_ = testenv.FluxNamespace
 }

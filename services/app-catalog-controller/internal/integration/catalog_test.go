@@ -50,8 +50,12 @@ func waitCondition(t *testing.T, def *catalogv1.ApplicationDefinition, condType,
 			return false, err
 		}
 		got = apimeta.FindStatusCondition(cur.Status.Conditions, condType)
-		return got != nil && got.Status == metav1.ConditionTrue == (condType != "Ready" || reason == catalogv1.ServedReason) &&
-			got.Reason == reason && (cur.DeletionTimestamp != nil || cur.Status.ObservedGeneration == cur.Generation), nil
+		want := metav1.ConditionTrue // Stalled=True, Ready=True when served, Ready=False otherwise
+		if condType == "Ready" && reason != catalogv1.ServedReason {
+			want = metav1.ConditionFalse
+		}
+		return got != nil && got.Status == want && got.Reason == reason &&
+			(cur.DeletionTimestamp != nil || cur.Status.ObservedGeneration == cur.Generation), nil
 	})
 	return got
 }

@@ -101,9 +101,9 @@ func setup(ctx context.Context, dir string) error {
 	if err := env.StartFlux(ctx, dir); err != nil {
 		return err
 	}
-	var charts []string
-	for _, app := range starterApps {
-		charts = append(charts, filepath.Join(repoRoot, "deploy", "catalog", app, "chart"))
+	charts, err := filepath.Glob(filepath.Join(repoRoot, "deploy", "catalog", "*", "chart"))
+	if err != nil {
+		return err
 	}
 	repoDir := filepath.Join(dir, "charts")
 	if err := os.MkdirAll(repoDir, 0o700); err != nil {
@@ -170,9 +170,6 @@ func startController(ctx context.Context) error {
 
 // cnpgModule provides the real CloudNativePG CRDs the Postgres chart's Cluster needs.
 const cnpgModule = "github.com/cloudnative-pg/cloudnative-pg@v1.27.1"
-
-// starterApps are the charts of deploy/catalog served to the tests.
-var starterApps = []string{"postgres", "redis", "tenant", "virtualmachine", "kubernetes"}
 
 func zapLevel() int8 {
 	if os.Getenv("TEST_VERBOSE") != "" {

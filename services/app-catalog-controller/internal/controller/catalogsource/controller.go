@@ -165,8 +165,12 @@ func (r *Reconciler) apply(ctx context.Context, src *catalogv1.CatalogSource, de
 		}
 		applied = append(applied, def.Name)
 	}
+	inArtifact := make(map[string]bool, len(defs))
+	for _, def := range defs {
+		inArtifact[def.Name] = true
+	}
 	for name, d := range byName {
-		if d.Labels[catalogv1.LabelSource] == src.Name && !slices.Contains(applied, name) && !slices.ContainsFunc(defs, func(x *catalogv1.ApplicationDefinition) bool { return x.Name == name }) {
+		if d.Labels[catalogv1.LabelSource] == src.Name && !inArtifact[name] {
 			if err := client.IgnoreNotFound(r.Client.Delete(ctx, d)); err != nil {
 				return nil, nil, err
 			}
