@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"sync/atomic"
 
@@ -217,6 +218,9 @@ func (s *Server) rebuild(ctx context.Context) {
 			continue
 		}
 		next[plural] = sv
+	}
+	if maps.Equal(old, next) {
+		return // a status write or an unserved definition: nothing served changed
 	}
 	s.kinds.Store(&next)
 	s.publish(next)
