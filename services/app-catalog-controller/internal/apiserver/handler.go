@@ -80,7 +80,7 @@ func (s *Server) newServed(k *catalog.Kind) (*served, error) {
 		Authorizer:          s.generic.Authorizer,
 
 		EquivalentResourceMapper: runtime.NewEquivalentResourceRegistry(),
-		TableConvertor:           k.Table,
+		TableConvertor:           storage,
 		Resource:                 k.GVR,
 		Kind:                     k.GVK,
 		HubGroupVersion:          k.GVK.GroupVersion(),

@@ -90,7 +90,8 @@ func newNegotiatedSerializer() negotiatedSerializer {
 func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.infos }
 
 func (s negotiatedSerializer) EncoderForVersion(e runtime.Encoder, gv runtime.GroupVersioner) runtime.Encoder {
-	return versioning.NewCodec(e, nil, converter{}, scheme, scheme, scheme, gv, nil, "apps")
+	codec := versioning.NewCodec(e, nil, converter{}, scheme, scheme, scheme, gv, nil, "apps")
+	return listEncoder{Encoder: codec, plainJSON: e == s.infos[0].Serializer}
 }
 
 func (s negotiatedSerializer) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {

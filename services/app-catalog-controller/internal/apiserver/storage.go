@@ -87,7 +87,15 @@ func (s *appStorage) NamespaceScoped() bool { return true }
 func (s *appStorage) GetSingularName() string { return s.kind.Singular }
 
 // ConvertToTable implements rest.TableConvertor.
+// A table that includes whole objects gets copies of a list's items, which the handler then
+// converts in place.
 func (s *appStorage) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	if l, ok := obj.(*appList); ok {
+		obj = l.UnstructuredList
+		if o, ok := opts.(*metav1.TableOptions); ok && o.IncludeObject == metav1.IncludeObject {
+			obj = l.DeepCopy()
+		}
+	}
 	return s.kind.Table.ConvertToTable(ctx, obj, opts)
 }
 
@@ -113,15 +121,20 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	})
 	list := s.NewList().(*unstructured.UnstructuredList)
 	list.SetResourceVersion(fmt.Sprint(rv))
+	if len(hrs) == 0 {
+		return list, nil
+	}
+	out := &appList{UnstructuredList: list, items: make([]*converted, 0, len(hrs))}
 	list.Items = make([]unstructured.Unstructured, 0, len(hrs))
 	for _, hr := range hrs {
-		app, err := s.store.app(s.kind, hr)
+		c, err := s.store.convert(s.kind, hr)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		list.Items = append(list.Items, *app)
+		list.Items = append(list.Items, *c.app) // shares the stored app: see appList
+		out.items = append(out.items, c)
 	}
-	return list, nil
+	return out, nil
 }
 
 func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2.HelmRelease) bool, error) {

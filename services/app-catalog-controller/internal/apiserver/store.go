@@ -3,6 +3,7 @@ package apiserver
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"sync"
@@ -42,29 +43,47 @@ type store struct {
 	converted sync.Map
 }
 
+// converted is an app as a stored HelmRelease shows it. It is shared by every reader, so it is
+// never modified: readers that may modify it take a copy.
 type converted struct {
 	kind *catalog.Kind
 	app  *unstructured.Unstructured
+	// json is the app's JSON, encoded on first use; LISTs write it as is (see appList).
+	json func() ([]byte, error)
 }
 
-// app returns the app of a HelmRelease, converted once per stored object and kind version (an
-// object that is no longer stored, a deleted one or one replayed from the history, is converted
-// without being remembered); the caller owns the copy it gets.
+func newConverted(k *catalog.Kind, app *unstructured.Unstructured) *converted {
+	return &converted{kind: k, app: app, json: sync.OnceValues(func() ([]byte, error) { return json.Marshal(app.Object) })}
+}
+
+// app returns a copy of the app of a HelmRelease, which the caller owns.
 func (s *store) app(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unstructured, error) {
+	c, err := s.convert(k, hr)
+	if err != nil {
+		return nil, err
+	}
+	return c.app.DeepCopy(), nil
+}
+
+// convert returns the app of a HelmRelease, converted once per stored object and kind version (an
+// object that is no longer stored, a deleted one or one replayed from the history, is converted
+// without being remembered).
+func (s *store) convert(k *catalog.Kind, hr *helmv2.HelmRelease) (*converted, error) {
 	if c, ok := s.converted.Load(hr); ok && c.(*converted).kind == k {
-		return c.(*converted).app.DeepCopy(), nil
+		return c.(*converted), nil
 	}
 	app, err := toApp(k, hr)
 	if err != nil {
 		return nil, err
 	}
+	c := newConverted(k, app)
 	s.mu.RLock()
 	stored := s.apps[k.GVK.Kind][appKey{hr.Namespace, hr.Labels[catalogv1.LabelAppName]}] == hr
 	if stored { // under the lock, so that apply cannot forget it in between
-		s.converted.Store(hr, &converted{kind: k, app: app})
+		s.converted.Store(hr, c)
 	}
 	s.mu.RUnlock()
-	return app.DeepCopy(), nil
+	return c, nil
 }
 
 type appKey struct{ namespace, name string }

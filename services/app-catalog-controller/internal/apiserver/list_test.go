@@ -1,0 +1,62 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// A LIST written from the apps' memoized JSON is the JSON the encoder writes for the same list.
+func TestListJSONIsTheEncodersJSON(t *testing.T) {
+	k := starterKind(t, "postgres")
+	st := newStore(10)
+	for i := range 5 {
+		app := newApp(k, map[string]any{"replicas": int64(1 + i)})
+		app.SetName(fmt.Sprintf("db%d", i))
+		app.SetLabels(map[string]string{"team": "<&>"}) // escaped alike
+		k.Default(app.Object)
+		hr := &helmv2.HelmRelease{}
+		if err := toHelmRelease(k, app, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app.GetNamespace()}}, hr); err != nil {
+			t.Fatal(err)
+		}
+		hr.ResourceVersion = fmt.Sprint(i + 1)
+		st.apply(watch.Added, hr, true)
+	}
+	st.markSynced()
+	s := &appStorage{kind: k, store: st}
+	obj, err := s.List(genericapirequest.WithNamespace(context.Background(), ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := obj.(*appList)
+	if !ok || len(l.Items) != 5 {
+		t.Fatalf("List returned %T with %d items", obj, len(l.Items))
+	}
+	ser := newNegotiatedSerializer()
+	var fast, slow bytes.Buffer
+	if err := ser.EncoderForVersion(ser.infos[0].Serializer, k.GVK.GroupVersion()).Encode(l, &fast); err != nil {
+		t.Fatal(err)
+	}
+	if err := ser.EncoderForVersion(ser.infos[0].PrettySerializer, k.GVK.GroupVersion()).Encode(l, &slow); err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if err := json.Unmarshal(fast.Bytes(), &a); err != nil {
+		t.Fatalf("%v: %s", err, fast.Bytes())
+	}
+	if err := json.Unmarshal(slow.Bytes(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("memoized list differs from the encoder's:\n%s\n%s", fast.Bytes(), slow.Bytes())
+	}
+}
