@@ -3,6 +3,7 @@ module github.com/flotilla-dev/flotilla/services/app-catalog-controller
 go 1.26.8
 
 require (
+	github.com/blang/semver/v4 v4.0.0
 	github.com/flotilla-dev/flotilla/libs/apis v0.0.0
 	github.com/flotilla-dev/flotilla/libs/runtime v0.0.0-00010101000000-000000000000
 	github.com/flotilla-dev/flotilla/libs/testenv v0.0.0
@@ -32,7 +33,6 @@ require (
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect

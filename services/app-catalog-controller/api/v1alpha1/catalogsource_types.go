@@ -26,19 +26,25 @@ type CatalogSource struct {
 }
 
 // CatalogSourceSpec names the Flux source and where in its artifact the definitions are.
+// +kubebuilder:validation:XValidation:rule="self.sourceRef.kind != 'HelmRepository' || !has(self.path)",message="spec.path: a HelmRepository's definitions are in its charts, not at a path"
 type CatalogSourceSpec struct {
-	// SourceRef is a GitRepository, OCIRepository or Bucket whose artifact holds
-	// ApplicationDefinition manifests (YAML, one or more documents per file).
+	// SourceRef is the Flux source holding the definitions:
+	//   - a GitRepository, OCIRepository or Bucket whose artifact holds ApplicationDefinition
+	//     manifests (YAML, one or more documents per file);
+	//   - an HTTP(S) HelmRepository whose charts carry their definition in the Chart.yaml
+	//     annotation catalog.flotilla.dev/definition. The newest release (pre-releases aside)
+	//     of each chart counts; its definition is applied with spec.chart set to that chart and
+	//     version in this repository.
 	SourceRef ArtifactSourceReference `json:"sourceRef"`
-	// Path inside the artifact; defaults to the root.
+	// Path inside the artifact; defaults to the root. Not for a HelmRepository.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="spec.path may not contain .."
 	Path string `json:"path,omitempty"`
 }
 
-// ArtifactSourceReference names a Flux source that produces a tarball artifact.
+// ArtifactSourceReference names a Flux source with an artifact.
 type ArtifactSourceReference struct {
-	// +kubebuilder:validation:Enum=GitRepository;OCIRepository;Bucket
+	// +kubebuilder:validation:Enum=GitRepository;OCIRepository;Bucket;HelmRepository
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 	// Namespace of the source.

@@ -20,6 +20,9 @@ const (
 const (
 	// LabelSource names the CatalogSource that created an ApplicationDefinition.
 	LabelSource = "catalog.flotilla.dev/source"
+	// AnnotationChartDefinition, in a chart's Chart.yaml, holds the ApplicationDefinition (YAML)
+	// of the app the chart delivers, for CatalogSources reading a HelmRepository.
+	AnnotationChartDefinition = "catalog.flotilla.dev/definition"
 
 	// LabelAppKind, LabelAppName and LabelDefinition tie a HelmRelease back to its app.
 	LabelAppKind    = "apps.flotilla.dev/kind"

@@ -9,10 +9,13 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -20,11 +23,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
 
@@ -174,5 +181,107 @@ func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
 	})
 	if err := kube.Get(ctx, client.ObjectKey{Name: "postgreses"}, def); err != nil {
 		t.Fatalf("the hand-written definition went too: %v", err)
+	}
+}
+
+// writeChart writes a chart whose ConfigMap shows its values, with the definition (if any) in
+// its Chart.yaml annotation.
+func writeChart(t *testing.T, dir, name, version, definition string) string {
+	t.Helper()
+	chart := filepath.Join(dir, name+"-"+version)
+	meta := map[string]any{"apiVersion": "v2", "name": name, "version": version}
+	if definition != "" {
+		meta["annotations"] = map[string]string{catalogv1.AnnotationChartDefinition: definition}
+	}
+	raw, err := yaml.Marshal(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"Chart.yaml":  string(raw),
+		"values.yaml": "replicas: 1\n",
+		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n" +
+			"data:\n  replicas: {{ .Values.replicas | quote }}\n  chart: {{ .Chart.Version | quote }}\n",
+	}
+	for file, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, file)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(chart, file), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return chart
+}
+
+// A partner publishes charts to a Helm repository, each carrying its definition: the newest
+// release of each chart (pre-releases aside) is added to the catalog, pointing at itself, and an
+// app of it is delivered from that repository.
+func TestCatalogSourceFromHelmRepository(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	def := func(maxReplicas int) string {
+		return fmt.Sprintf(`apiVersion: catalog.flotilla.dev/v1alpha1
+kind: ApplicationDefinition
+metadata: {name: keyvals}
+spec:
+  names: {kind: Keyval, plural: keyvals}
+  chart: {sourceRef: {kind: HelmRepository, name: elsewhere, namespace: default}, name: ignored}
+  schema:
+    type: object
+    properties:
+      replicas: {type: integer, default: 1, minimum: 1, maximum: %d}
+`, maxReplicas)
+	}
+	charts := []string{
+		writeChart(t, dir, "keyval", "0.1.0", def(3)),
+		writeChart(t, dir, "keyval", "0.2.0", def(5)),
+		writeChart(t, dir, "keyval", "0.3.0-rc.1", def(7)), // a pre-release: not offered
+		writeChart(t, dir, "plain", "1.0.0", ""),           // no definition: not an app
+	}
+	repo, err := testenv.ServeCharts(filepath.Join(dir, "repo"), 0, charts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = repo.Close() })
+	helmRepo := &sourcev1.HelmRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "partner-charts", Namespace: catalogNamespace},
+		Spec:       sourcev1.HelmRepositorySpec{URL: repo.URL, Interval: metav1.Duration{Duration: time.Minute}},
+	}
+	if err := kube.Create(ctx, helmRepo); err != nil {
+		t.Fatal(err)
+	}
+	src := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "partner-charts"}, Spec: catalogv1.CatalogSourceSpec{
+		SourceRef: catalogv1.ArtifactSourceReference{Kind: "HelmRepository", Name: "partner-charts", Namespace: catalogNamespace}}}
+	if err := kube.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(ctx, src) })
+	src = waitSource(t, "partner-charts", "Ready", "Succeeded")
+	if fmt.Sprint(src.Status.Definitions) != "[keyvals]" {
+		t.Fatalf("definitions %v", src.Status.Definitions)
+	}
+	applied := &catalogv1.ApplicationDefinition{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "keyvals"}, applied); err != nil {
+		t.Fatal(err)
+	}
+	want := catalogv1.Chart{SourceRef: catalogv1.SourceReference{Kind: "HelmRepository", Name: "partner-charts", Namespace: catalogNamespace}, Name: "keyval", Version: "0.2.0"}
+	if applied.Spec.Chart != want || !strings.Contains(string(applied.Spec.Schema.Raw), `"maximum":5`) {
+		t.Fatalf("applied %+v with schema %s; want the chart %+v and its definition", applied.Spec.Chart, applied.Spec.Schema.Raw, want)
+	}
+
+	// An app of it is delivered from the partner's repository.
+	waitDiscovered(t, "keyvals", true)
+	ns := tenantNamespace(t, "partnered")
+	if _, err := apps.Resource(schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "keyvals"}).Namespace(ns).
+		Create(ctx, appObject("Keyval", ns, "cache", `{"replicas":4}`), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "", "wait", "-n", ns, "keyval/cache", "--for=condition=Ready", "--timeout=90s"); err != nil {
+		t.Fatalf("kubectl wait: %v\n%s", err, out)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keyval-cache"}, cm); err != nil || cm.Data["replicas"] != "4" || cm.Data["chart"] != "0.2.0" {
+		t.Fatalf("the chart's ConfigMap: %v %v", err, cm.Data)
 	}
 }

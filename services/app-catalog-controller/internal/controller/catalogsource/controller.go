@@ -1,5 +1,6 @@
 // Package catalogsource reconciles CatalogSources: it reads the ApplicationDefinitions in a Flux
-// source's artifact and applies them, labelled with the source. A definition whose name or kind
+// source's artifact (files in a tarball, or annotations of the charts in a Helm repository's
+// index) and applies them, labelled with the source. A definition whose name or kind
 // another source or a hand-written definition already has is reported as a conflict and left
 // alone; definitions the source no longer holds are deleted (only those it created).
 package catalogsource
@@ -34,6 +35,8 @@ const Finalizer = "catalog.flotilla.dev/definitions"
 // sourceAPIVersion is the Flux source API the referenced sources are read in.
 const sourceAPIVersion = "source.toolkit.fluxcd.io/v1"
 
+const helmRepository = "HelmRepository"
+
 // Reconciler reconciles CatalogSources.
 type Reconciler struct {
 	Client  client.Client
@@ -43,7 +46,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=catalogsources,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=catalogsources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=create;delete
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets;helmrepositories,verbs=get;list;watch
 
 // Reconcile applies one source's definitions.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -82,7 +85,7 @@ func (r *Reconciler) reconcile(ctx context.Context, src *catalogv1.CatalogSource
 	if artifact.revision == src.Status.Revision && conditions.IsReady(src) && src.Status.ObservedGeneration == src.Generation {
 		return reconcile.Result{}, nil
 	}
-	defs, err := r.Fetcher.Definitions(ctx, artifact.url, artifact.digest, src.Spec.Path)
+	defs, err := r.definitions(ctx, src, artifact)
 	if err != nil {
 		conditions.Summarize(src, nil, &conditions.Stall{Reason: catalogv1.ArtifactFailedReason, Message: err.Error()})
 		return reconcile.Result{RequeueAfter: time.Minute}, nil
@@ -105,6 +108,13 @@ func (r *Reconciler) reconcile(ctx context.Context, src *catalogv1.CatalogSource
 
 type artifact struct{ url, revision, digest string }
 
+func (r *Reconciler) definitions(ctx context.Context, src *catalogv1.CatalogSource, a *artifact) ([]*catalogv1.ApplicationDefinition, error) {
+	if ref := src.Spec.SourceRef; ref.Kind == helmRepository {
+		return r.Fetcher.ChartDefinitions(ctx, a.url, a.digest, catalogv1.SourceReference(ref))
+	}
+	return r.Fetcher.Definitions(ctx, a.url, a.digest, src.Spec.Path)
+}
+
 // artifact reads the Flux source's artifact; nil with a reason while it has none ready.
 func (r *Reconciler) artifact(ctx context.Context, src *catalogv1.CatalogSource) (*artifact, string, error) {
 	ref := src.Spec.SourceRef
@@ -120,6 +130,9 @@ func (r *Reconciler) artifact(ctx context.Context, src *catalogv1.CatalogSource)
 	url, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "url")
 	revision, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "revision")
 	digest, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "digest")
+	if typ, _, _ := unstructured.NestedString(u.Object, "spec", "type"); url == "" && ref.Kind == helmRepository && typ == "oci" {
+		return nil, fmt.Sprintf("%s %s/%s is an OCI Helm repository, which has no index: publish the definitions in an OCIRepository", ref.Kind, ref.Namespace, ref.Name), nil
+	}
 	if url == "" {
 		return nil, fmt.Sprintf("%s %s/%s has no artifact yet", ref.Kind, ref.Namespace, ref.Name), nil
 	}
@@ -208,7 +221,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("catalogsource").
 		For(&catalogv1.CatalogSource{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	for _, kind := range []string{"GitRepository", "OCIRepository", "Bucket"} {
+	for _, kind := range []string{"GitRepository", "OCIRepository", "Bucket", helmRepository} {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(sourceAPIVersion)
 		u.SetKind(kind)

@@ -11,9 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
+
+	"github.com/blang/semver/v4"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -30,10 +34,8 @@ type Fetcher struct {
 	MaxSize int64
 }
 
-// Definitions returns the ApplicationDefinitions in the YAML files under dir of the artifact at
-// url, after checking its sha256 digest. Other kinds in the files are an error: a catalog
-// repository holds definitions only.
-func (f *Fetcher) Definitions(ctx context.Context, url, digest, dir string) ([]*catalogv1.ApplicationDefinition, error) {
+// get downloads the artifact at url, bounded by MaxSize, and checks its sha256 digest.
+func (f *Fetcher) get(ctx context.Context, url, digest string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -58,6 +60,17 @@ func (f *Fetcher) Definitions(ctx context.Context, url, digest, dir string) ([]*
 		if hex.EncodeToString(sum[:]) != want {
 			return nil, fmt.Errorf("the artifact's digest is not %s", digest)
 		}
+	}
+	return raw, nil
+}
+
+// Definitions returns the ApplicationDefinitions in the YAML files under dir of the artifact at
+// url (a gzipped tarball). Other kinds in the files are an error: a catalog repository holds
+// definitions only.
+func (f *Fetcher) Definitions(ctx context.Context, url, digest, dir string) ([]*catalogv1.ApplicationDefinition, error) {
+	raw, err := f.get(ctx, url, digest)
+	if err != nil {
+		return nil, err
 	}
 	gz, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
@@ -115,4 +128,53 @@ func decode(r io.Reader, file string) ([]*catalogv1.ApplicationDefinition, error
 		}
 		out = append(out, def)
 	}
+}
+
+// helmIndex is the part of a Helm repository index the catalog reads.
+type helmIndex struct {
+	Entries map[string][]struct {
+		Version     string            `json:"version"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"entries"`
+}
+
+// ChartDefinitions returns the definitions carried by the charts of the Helm repository index
+// at url: for each chart, its newest version that is not a pre-release, when that version has
+// the catalog.flotilla.dev/definition annotation. Each definition's chart is set to that
+// chart and version in repo.
+func (f *Fetcher) ChartDefinitions(ctx context.Context, url, digest string, repo catalogv1.SourceReference) ([]*catalogv1.ApplicationDefinition, error) {
+	raw, err := f.get(ctx, url, digest)
+	if err != nil {
+		return nil, err
+	}
+	var index helmIndex
+	if err := yaml.Unmarshal(raw, &index); err != nil {
+		return nil, fmt.Errorf("reading the repository index: %w", err)
+	}
+	var defs []*catalogv1.ApplicationDefinition
+	for _, chart := range slices.Sorted(maps.Keys(index.Entries)) {
+		var newest *semver.Version
+		var version, annotation string
+		for _, v := range index.Entries[chart] {
+			parsed, err := semver.ParseTolerant(v.Version)
+			if err != nil || len(parsed.Pre) > 0 || newest != nil && !parsed.GT(*newest) {
+				continue
+			}
+			newest, version, annotation = &parsed, v.Version, v.Annotations[catalogv1.AnnotationChartDefinition]
+		}
+		if annotation == "" {
+			continue
+		}
+		file := fmt.Sprintf("chart %s %s", chart, version)
+		found, err := decode(strings.NewReader(annotation), file)
+		if err != nil {
+			return nil, err
+		}
+		if len(found) != 1 {
+			return nil, fmt.Errorf("%s: the %s annotation holds %d definitions, not one", file, catalogv1.AnnotationChartDefinition, len(found))
+		}
+		found[0].Spec.Chart = catalogv1.Chart{SourceRef: repo, Name: chart, Version: version}
+		defs = append(defs, found[0])
+	}
+	return defs, nil
 }
