@@ -3,6 +3,7 @@ module github.com/flotilla-dev/flotilla/services/tenant-controller
 go 1.26.8
 
 require (
+	github.com/flotilla-dev/flotilla/libs/apis v0.0.0
 	github.com/flotilla-dev/flotilla/libs/runtime v0.0.0
 	github.com/flotilla-dev/flotilla/libs/testenv v0.0.0-00010101000000-000000000000
 	github.com/flotilla-dev/flotilla/services/tenant-controller/api v0.0.0
@@ -25,7 +26,6 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
-	github.com/flotilla-dev/flotilla/libs/apis v0.0.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect

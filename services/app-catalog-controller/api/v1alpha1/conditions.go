@@ -24,7 +24,8 @@ const (
 	// of the app the chart delivers, for CatalogSources reading a HelmRepository.
 	AnnotationChartDefinition = "catalog.flotilla.dev/definition"
 
-	// LabelAppKind, LabelAppName and LabelDefinition tie a HelmRelease back to its app.
+	// LabelAppKind, LabelAppName and LabelDefinition tie a HelmRelease back to its app (the
+	// first two are also in libs/apis/meta, for the services that read apps).
 	LabelAppKind    = "apps.flotilla.dev/kind"
 	LabelAppName    = "apps.flotilla.dev/name"
 	LabelDefinition = "apps.flotilla.dev/definition"
@@ -34,10 +35,10 @@ const (
 
 	// AppsPrefix: label and annotation keys under it are the platform's, never the customer's.
 	AppsPrefix = "apps.flotilla.dev/"
-	// AnnotationDeletionProtection and AnnotationVolumePolicy store spec.deletionProtection and
-	// spec.volumePolicy of an app on its HelmRelease.
-	AnnotationDeletionProtection = "apps.flotilla.dev/deletion-protection"
-	AnnotationVolumePolicy       = "apps.flotilla.dev/volume-policy"
+	// AnnotationVolumePolicy stores spec.volumePolicy of an app on its HelmRelease;
+	// spec.deletionProtection is the label meta.LabelDeletionProtection (libs/apis), which other
+	// services honour too.
+	AnnotationVolumePolicy = "apps.flotilla.dev/volume-policy"
 	// AnnotationManagedFields stores the app's metadata.managedFields (server-side apply).
 	AnnotationManagedFields = "apps.flotilla.dev/managed-fields"
 )

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 )
@@ -365,7 +366,7 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 	if err != nil {
 		return nil, false, apierrors.NewInternalError(err)
 	}
-	if hr.Annotations[catalogv1.AnnotationDeletionProtection] == "true" {
+	if hr.Labels[fmeta.LabelDeletionProtection] == "true" {
 		return nil, false, apierrors.NewForbidden(s.gr(), name,
 			fmt.Errorf("spec.deletionProtection is true: set it to false before deleting the app"))
 	}

@@ -62,7 +62,9 @@ func TestListEveryRepresentation(t *testing.T) {
 		check         func(body []byte) error
 	}{
 		{"application/json", "", func(b []byte) error { return sameApps(t, ctx, b, json.Unmarshal) }},
-		{"application/yaml", "", func(b []byte) error { return sameApps(t, ctx, b, func(b []byte, v any) error { return yaml.Unmarshal(b, v) }) }},
+		{"application/yaml", "", func(b []byte) error {
+			return sameApps(t, ctx, b, func(b []byte, v any) error { return yaml.Unmarshal(b, v) })
+		}},
 		{table, "?includeObject=Object", func(b []byte) error { return tableOf(b, "Postgres") }},
 		{table, "", func(b []byte) error { return tableOf(b, "PartialObjectMetadata") }},
 		{"application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "", func(b []byte) error {

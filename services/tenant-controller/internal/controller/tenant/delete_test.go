@@ -9,8 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -99,4 +102,46 @@ func TestNamespaceNotCreatedByTheControllerIsKept(t *testing.T) {
 	g.Expect(k8s.List(ctx, rbs, client.InNamespace("tenant-legacy"))).To(Succeed())
 	g.Expect(rbs.Items).To(BeEmpty())
 	g.Expect(k8s.Delete(ctx, ns)).To(Succeed())
+}
+
+// An app with deletion protection (its HelmRelease labelled so by the apps API) keeps its
+// tenant's namespace: deleting the parent tenant, as deleting a Tenant app does, stops at the
+// child, which names the app, and nothing in the namespace is touched until the protection is
+// cleared.
+func TestProtectedAppsKeepTheirNamespace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctxFor(t)
+	rootTenant(t)
+	parent := MakeTenant("guarded", "tenant-root").Quota("cpu", "2").Quota("count/pods", "10").Obj()
+	child := MakeTenant("child", "tenant-guarded").Quota("cpu", "1").Quota("count/pods", "5").Obj()
+	createAll(ctx, g, parent, child)
+	eventuallyCurrent(ctx, g, parent, child)
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+		"metadata": map[string]any{"name": "pg-orders", "namespace": "tenant-guarded-child", "labels": map[string]any{
+			fmeta.LabelAppKind: "Postgres", fmeta.LabelAppName: "orders", fmeta.LabelDeletionProtection: "true"}},
+		"spec": map[string]any{"interval": "10m", "chart": map[string]any{"spec": map[string]any{
+			"chart": "postgres", "sourceRef": map[string]any{"kind": "HelmRepository", "name": "catalog"}}}},
+	}}
+	g.Expect(k8s.Create(ctx, app)).To(Succeed())
+	g.Expect(k8s.Delete(ctx, parent)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		c := condition(get(ctx, g, child), tenancyv1.NamespaceReadyCondition)
+		g.Expect(c.Reason).To(Equal(tenancyv1.DeletionBlockedReason))
+		g.Expect(c.Message).To(ContainSubstring("holds apps with deletion protection: Postgres orders"))
+		g.Expect(condition(get(ctx, g, parent), "Ready").Message).To(ContainSubstring("Waiting for child tenants to be deleted: child"))
+	}).WithTimeout(60 * time.Second).Should(Succeed())
+	ns := &corev1.Namespace{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "tenant-guarded-child"}, ns)).To(Succeed())
+	g.Expect(ns.DeletionTimestamp).To(BeNil())
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(app), app)).To(Succeed())
+
+	// Clearing the protection lets the deletion finish.
+	g.Expect(k8s.Patch(ctx, app, client.RawPatch(types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+fmeta.LabelDeletionProtection+`":null}}}`)))).To(Succeed())
+	deleteTree(ctx, g, child, parent)
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: "tenant-guarded-child"}, &corev1.Namespace{}))
+	}).WithTimeout(60 * time.Second).Should(BeTrue())
 }

@@ -65,8 +65,13 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Flux's HelmRelease: the store of apps, whose deletion protection holds namespaces.
+	flux, err := testenv.ModuleCRDDirs(testenv.FluxModules...)
+	if err != nil {
+		return 0, err
+	}
 	env, err = testenv.Start(testenv.Options{
-		CRDDirs:           []string{filepath.Join(chartDir, "crds")},
+		CRDDirs:           append(flux, filepath.Join(chartDir, "crds")),
 		Webhooks:          hooks,
 		ControllerManager: true,
 		Scheme:            scheme,

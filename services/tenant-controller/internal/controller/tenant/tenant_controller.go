@@ -37,6 +37,7 @@ import (
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=flotilla:tenant:view;flotilla:tenant:use;flotilla:tenant:admin;flotilla:tenant:super-admin
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=list
 
 // domainConditions are summarised into Ready, in this order.
 var domainConditions = []string{

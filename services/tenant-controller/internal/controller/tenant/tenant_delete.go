@@ -10,12 +10,16 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
@@ -90,6 +94,17 @@ func (r *Reconciler) deleteNamespace(ctx context.Context, t *tenancyv1.Tenant, n
 		return false, r.release(ctx, name)
 	}
 	if ns.DeletionTimestamp.IsZero() {
+		protected, err := r.protectedApps(ctx, name)
+		if err != nil {
+			return true, err
+		}
+		if len(protected) > 0 {
+			msg := fmt.Sprintf("Namespace %s holds apps with deletion protection: %s; clear their spec.deletionProtection to delete the tenant",
+				name, strings.Join(protected, ", "))
+			conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.DeletionBlockedReason, msg)
+			conditions.MarkDeleting(t, msg)
+			return true, nil
+		}
 		if err := r.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
 			return true, fmt.Errorf("deleting namespace %s: %w", name, err)
 		}
@@ -98,6 +113,34 @@ func (r *Reconciler) deleteNamespace(ctx context.Context, t *tenancyv1.Tenant, n
 	conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.DeletionBlockedReason, msg)
 	conditions.MarkDeleting(t, msg)
 	return true, nil
+}
+
+// helmReleases are the apps of the apps.flotilla.dev API, as stored.
+var helmReleases = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmReleaseList"}
+
+// protectedApps names the apps in ns whose deletion protection is on: HelmReleases labelled
+// apps.flotilla.dev/deletion-protection=true (none where Flux is not installed). Read past the
+// cache: it is asked only while a tenant is being deleted.
+func (r *Reconciler) protectedApps(ctx context.Context, ns string) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(helmReleases)
+	err := r.APIReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{fmeta.LabelDeletionProtection: "true"})
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing protected apps in %s: %w", ns, err)
+	}
+	var names []string
+	for _, hr := range list.Items {
+		name := hr.Name
+		if kind, app := hr.Labels[fmeta.LabelAppKind], hr.Labels[fmeta.LabelAppName]; kind != "" && app != "" {
+			name = kind + " " + app
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
 }
 
 // release removes what the controller wrote into a namespace it did not create.
