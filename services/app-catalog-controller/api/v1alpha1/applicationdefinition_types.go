@@ -98,6 +98,12 @@ type Names struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
 	Categories []string `json:"categories,omitempty"`
+	// AppNamePattern is a regular expression every app name of this kind must match, beyond
+	// being a DNS label: for charts that cannot take every name (a tenant's name, say, may not
+	// hold a dash). A name that does not match is refused at the API, naming metadata.name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	AppNamePattern string `json:"appNamePattern,omitempty"`
 }
 
 // Chart is a chart in a Flux source.

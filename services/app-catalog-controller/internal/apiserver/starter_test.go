@@ -43,6 +43,13 @@ func TestStarterDefinitions(t *testing.T) {
 					t.Errorf("default of %s is %v in the definition but %v in the chart", key, v, values[key])
 				}
 			}
+			if k.Definition.Spec.Names.AppNamePattern != "" {
+				dashed := newApp(k, map[string]any{})
+				dashed.SetName("my-app")
+				if err := s.admit(dashed, nil); err == nil || !strings.Contains(err.Error(), "metadata.name") {
+					t.Errorf("a name outside the definition's pattern is accepted or not named: %v", err)
+				}
+			}
 			err = s.admit(newApp(k, map[string]any{"image": "attacker/miner"}), nil)
 			if err == nil || !strings.Contains(err.Error(), "spec.image") {
 				t.Fatalf("spec.image accepted or not named: %v", err)

@@ -201,6 +201,10 @@ func toCRD(def *catalogv1.ApplicationDefinition) (*apiextensionsv1.CustomResourc
 		singular = strings.ToLower(def.Spec.Names.Kind)
 	}
 	categories := append([]string{"flotilla", "apps"}, def.Spec.Names.Categories...)
+	metadata := apiextensionsv1.JSONSchemaProps{Type: "object"}
+	if p := def.Spec.Names.AppNamePattern; p != "" {
+		metadata.Properties = map[string]apiextensionsv1.JSONSchemaProps{"name": {Type: "string", Pattern: p}}
+	}
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: CRDName(def)},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -217,7 +221,7 @@ func toCRD(def *catalogv1.ApplicationDefinition) (*apiextensionsv1.CustomResourc
 					Type:        "object",
 					Description: strings.TrimSpace(title + ": " + def.Spec.Display.Description),
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"apiVersion": {Type: "string"}, "kind": {Type: "string"}, "metadata": {Type: "object"},
+						"apiVersion": {Type: "string"}, "kind": {Type: "string"}, "metadata": metadata,
 						"spec": values, "status": status,
 					},
 				}},
@@ -242,9 +246,12 @@ func crdErrors(in field.ErrorList) field.ErrorList {
 			continue // derived from spec.names.plural, checked by the CRD schema's CEL rule
 		}
 		e := *e
-		for _, prefix := range []string{"spec.validation.openAPIV3Schema.properties[spec]", "spec.versions[0].schema.openAPIV3Schema.properties[spec]"} {
-			if rest, ok := strings.CutPrefix(e.Field, prefix); ok {
+		for _, root := range []string{"spec.validation.openAPIV3Schema.properties", "spec.versions[0].schema.openAPIV3Schema.properties"} {
+			if rest, ok := strings.CutPrefix(e.Field, root+"[spec]"); ok {
 				e.Field = "spec.schema" + rest
+			}
+			if strings.HasPrefix(e.Field, root+"[metadata]") {
+				e.Field = "spec.names.appNamePattern"
 			}
 		}
 		out = append(out, &e)

@@ -112,3 +112,27 @@ func TestCELRules(t *testing.T) {
 		t.Fatalf("transition rule: got %v", errs)
 	}
 }
+
+// A definition may restrict app names beyond DNS labels; the refusal names metadata.name, and a
+// pattern that is no regular expression is the definition's error.
+func TestAppNamePattern(t *testing.T) {
+	def := definition(pgSchema)
+	def.Spec.Names.AppNamePattern = "^[a-z][a-z0-9]*$"
+	k, err := Compile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := func(name string) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": name}, "spec": map[string]any{}}
+	}
+	if errs := k.Validate(app("team1"), nil); len(errs) != 0 {
+		t.Fatalf("valid name rejected: %v", errs)
+	}
+	if errs := k.Validate(app("my-team"), nil); !strings.Contains(errs.ToAggregate().Error(), `metadata.name: Invalid value: "my-team"`) {
+		t.Fatalf("got %v", errs)
+	}
+	def.Spec.Names.AppNamePattern = "^[a-z"
+	if _, err := Compile(def); err == nil || !strings.Contains(err.Error(), "spec.names.appNamePattern") {
+		t.Fatalf("bad pattern: got %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"slices"
 	"strconv"
 
@@ -41,7 +42,8 @@ func (k *Kind) Validate(app, old map[string]any) field.ErrorList {
 	if len(errs) > 0 {
 		return errs
 	}
-	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, map[string]any{"spec": spec}, k.validator)...)
+	name, _, _ := unstructured.NestedString(app, "metadata", "name")
+	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, map[string]any{"metadata": map[string]any{"name": name}, "spec": spec}, k.validator)...)
 	if k.rules != nil {
 		var oldObj any
 		if old != nil {
