@@ -83,6 +83,11 @@ up() {
     echo $! > "$state/$s.pid"
   done
   stop "$state/apps-apiserver.pid"
+  apps_diagnostics() {
+    kubectl get apiservice v1alpha1.apps.flotilla.dev -o jsonpath='{.status.conditions}{"\n"}' || true
+    kubectl api-resources --api-group=apps.flotilla.dev || true
+    tail -30 "$state/logs/apps-apiserver.log"
+  }
   say "starting the apps apiserver (apps.flotilla.dev, through kube-apiserver's aggregator)"
   setsid nohup "$state/bin/apps-apiserver" --bind-address=127.0.0.1 --secure-port="$apps_port" \
     --cert-dir="$state/apps-apiserver" --kubeconfig="$KUBECONFIG" \
@@ -110,9 +115,12 @@ up() {
   kubectl get applicationdefinitions
   echo
   say "ordering a Postgres in tenant acme (deploy/examples/apps/)"
-  for i in $(seq 120); do
+  # The kinds are served once the aggregator has the apps apiserver Available and has refetched
+  # its discovery (at once when the apiserver annotates its APIService, else within a minute).
+  kubectl wait apiservice v1alpha1.apps.flotilla.dev --for=condition=Available --timeout=120s >/dev/null
+  for i in $(seq 240); do
     if out=$(kubectl apply -f deploy/examples/apps/ 2>&1); then break; fi
-    [[ $i == 120 ]] && { echo "$out"; exit 1; }
+    [[ $i == 240 ]] && { echo "$out"; apps_diagnostics; exit 1; }
     sleep 0.5
   done
   kubectl wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=180s >/dev/null

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"sync/atomic"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/spf13/pflag"
@@ -219,11 +220,10 @@ func (s *Server) rebuild(ctx context.Context) {
 		}
 		next[plural] = sv
 	}
-	if maps.Equal(old, next) {
-		return // a status write or an unserved definition: nothing served changed
+	if !maps.Equal(old, next) { // else a status write or an unserved definition
+		s.kinds.Store(&next)
+		s.publish(next)
 	}
-	s.kinds.Store(&next)
-	s.publish(next)
 	s.touchAPIService(ctx, next)
 }
 
@@ -238,6 +238,9 @@ func (s *Server) publish(kinds map[string]*served) {
 	}
 	s.openapi.UpdateGroupVersion("apis/"+catalogv1.AppsGroupVersion.String(), doc)
 }
+
+// touchRetry is how long a failed APIService annotation waits before the next attempt.
+const touchRetry = 2 * time.Second
 
 // touchAPIService records a hash of the discovery document on the APIService when it changes, so
 // that kube-apiserver's aggregator refreshes discovery and OpenAPI straight away.
@@ -255,7 +258,13 @@ func (s *Server) touchAPIService(ctx context.Context, kinds map[string]*served) 
 	svc := &apiregistrationv1.APIService{}
 	svc.Name = APIServiceName
 	if err := s.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		klog.V(2).InfoS("could not annotate the APIService; discovery refreshes within a minute", "err", err)
+		klog.InfoS("could not annotate the APIService, retrying (meanwhile the aggregator refreshes discovery within a minute)", "err", err)
+		time.AfterFunc(touchRetry, func() {
+			select {
+			case s.rebuildCh <- struct{}{}:
+			default:
+			}
+		})
 		return
 	}
 	s.lastHash = hash
