@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-dev/flotilla/libs/apis/meta"
-	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -48,7 +47,7 @@ func toApp(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unstructured,
 		}
 	}
 	delete(spec, catalogv1.PlatformValuesKey)
-	if hr.Labels[fmeta.LabelDeletionProtection] == "true" {
+	if hr.Labels[meta.LabelDeletionProtection] == "true" {
 		spec[catalog.DeletionProtectionField] = true
 	}
 	if p := hr.Annotations[catalogv1.AnnotationVolumePolicy]; p != "" {
@@ -234,7 +233,7 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 		hr.Annotations = map[string]string{}
 	}
 	if protect {
-		hr.Labels[fmeta.LabelDeletionProtection] = "true"
+		hr.Labels[meta.LabelDeletionProtection] = "true"
 	}
 	if policy != "" {
 		hr.Annotations[catalogv1.AnnotationVolumePolicy] = policy

@@ -87,9 +87,8 @@ func (s *appStorage) NamespaceScoped() bool { return true }
 // GetSingularName implements rest.SingularNameProvider.
 func (s *appStorage) GetSingularName() string { return s.kind.Singular }
 
-// ConvertToTable implements rest.TableConvertor.
-// A table that includes whole objects gets copies of a list's items, which the handler then
-// converts in place.
+// ConvertToTable implements rest.TableConvertor. A table that includes whole objects gets copies
+// of a list's items: the handler sets their apiVersion and kind in place.
 func (s *appStorage) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
 	if l, ok := obj.(*appList); ok {
 		obj = l.UnstructuredList

@@ -108,6 +108,8 @@ func (r *Reconciler) reconcile(ctx context.Context, src *catalogv1.CatalogSource
 
 type artifact struct{ url, revision, digest string }
 
+// definitions reads the definitions a source's artifact holds: its charts' annotations for a
+// HelmRepository (an index), files under spec.path for the others (a tarball).
 func (r *Reconciler) definitions(ctx context.Context, src *catalogv1.CatalogSource, a *artifact) ([]*catalogv1.ApplicationDefinition, error) {
 	if ref := src.Spec.SourceRef; ref.Kind == helmRepository {
 		return r.Fetcher.ChartDefinitions(ctx, a.url, a.digest, catalogv1.SourceReference(ref))

@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/blang/semver/v4"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
