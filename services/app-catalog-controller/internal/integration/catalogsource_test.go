@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -283,5 +284,23 @@ spec:
 	cm := &corev1.ConfigMap{}
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keyval-cache"}, cm); err != nil || cm.Data["replicas"] != "4" || cm.Data["chart"] != "0.2.0" {
 		t.Fatalf("the chart's ConfigMap: %v %v", err, cm.Data)
+	}
+
+	// An OCI Helm repository has no index to read: the source says so and stalls.
+	ociRepo := &sourcev1.HelmRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "partner-oci", Namespace: catalogNamespace},
+		Spec:       sourcev1.HelmRepositorySpec{URL: "oci://127.0.0.1:1/charts", Type: "oci", Interval: metav1.Duration{Duration: time.Minute}},
+	}
+	if err := kube.Create(ctx, ociRepo); err != nil {
+		t.Fatal(err)
+	}
+	oci := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "partner-oci"}, Spec: catalogv1.CatalogSourceSpec{
+		SourceRef: catalogv1.ArtifactSourceReference{Kind: "HelmRepository", Name: "partner-oci", Namespace: catalogNamespace}}}
+	if err := kube.Create(ctx, oci); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(ctx, oci) })
+	if c := apimeta.FindStatusCondition(waitSource(t, "partner-oci", "Stalled", "InvalidSpec").Status.Conditions, "Stalled"); !strings.Contains(c.Message, "has no index") {
+		t.Fatalf("stalled with %q", c.Message)
 	}
 }

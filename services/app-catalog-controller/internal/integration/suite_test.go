@@ -13,7 +13,6 @@ import (
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"go.uber.org/zap/zapcore"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -205,5 +204,3 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() (b
 		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
 	}
 }
-
-var _ = apimeta.FindStatusCondition

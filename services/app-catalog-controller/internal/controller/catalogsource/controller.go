@@ -7,6 +7,7 @@ package catalogsource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -74,6 +75,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 func (r *Reconciler) reconcile(ctx context.Context, src *catalogv1.CatalogSource) (reconcile.Result, error) {
 	artifact, ready, err := r.artifact(ctx, src)
+	if errors.Is(err, errNoIndex) {
+		conditions.Summarize(src, nil, &conditions.Stall{Reason: fmeta.InvalidSpecReason, Message: err.Error()})
+		return reconcile.Result{}, nil
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -108,6 +113,9 @@ func (r *Reconciler) reconcile(ctx context.Context, src *catalogv1.CatalogSource
 
 type artifact struct{ url, revision, digest string }
 
+// errNoIndex: an OCI HelmRepository has no index, so no chart annotations to read.
+var errNoIndex = errors.New("an OCI Helm repository has no index: publish the definitions in an OCIRepository")
+
 // definitions reads the definitions a source's artifact holds: its charts' annotations for a
 // HelmRepository (an index), files under spec.path for the others (a tarball).
 func (r *Reconciler) definitions(ctx context.Context, src *catalogv1.CatalogSource, a *artifact) ([]*catalogv1.ApplicationDefinition, error) {
@@ -132,8 +140,8 @@ func (r *Reconciler) artifact(ctx context.Context, src *catalogv1.CatalogSource)
 	url, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "url")
 	revision, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "revision")
 	digest, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "digest")
-	if typ, _, _ := unstructured.NestedString(u.Object, "spec", "type"); url == "" && ref.Kind == helmRepository && typ == "oci" {
-		return nil, fmt.Sprintf("%s %s/%s is an OCI Helm repository, which has no index: publish the definitions in an OCIRepository", ref.Kind, ref.Namespace, ref.Name), nil
+	if typ, _, _ := unstructured.NestedString(u.Object, "spec", "type"); ref.Kind == helmRepository && typ == "oci" {
+		return nil, "", fmt.Errorf("%s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, errNoIndex)
 	}
 	if url == "" {
 		return nil, fmt.Sprintf("%s %s/%s has no artifact yet", ref.Kind, ref.Namespace, ref.Name), nil
