@@ -1,11 +1,11 @@
 package ssa
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,7 +40,8 @@ func Apply[T client.Object, AC runtime.ApplyConfiguration](ctx context.Context, 
 	return true, nil
 }
 
-// sameJSON compares two values by their JSON form, the form the API server stores.
+// sameJSON compares two values of the same type by their JSON form, the form the API server
+// stores: the encoder orders struct fields and map keys, so equal values give equal bytes.
 func sameJSON(a, b any) (bool, error) {
 	ja, err := json.Marshal(a)
 	if err != nil {
@@ -50,12 +51,5 @@ func sameJSON(a, b any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var ma, mb any
-	if err := json.Unmarshal(ja, &ma); err != nil {
-		return false, err
-	}
-	if err := json.Unmarshal(jb, &mb); err != nil {
-		return false, err
-	}
-	return equality.Semantic.DeepEqual(ma, mb), nil
+	return bytes.Equal(ja, jb), nil
 }
