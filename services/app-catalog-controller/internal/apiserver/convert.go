@@ -33,7 +33,7 @@ import (
 //	app uid, resourceVersion,    the HelmRelease's
 //	  generation, timestamps
 //	app spec (the values)        spec.values, minus the platform's "flotilla" key
-//	spec.deletionProtection      annotation apps.flotilla.dev/deletion-protection
+//	spec.deletionProtection      label apps.flotilla.dev/deletion-protection (libs/apis/meta)
 //	spec.volumePolicy            annotation apps.flotilla.dev/volume-policy
 //	app status                   computed from the HelmRelease's status on every read
 

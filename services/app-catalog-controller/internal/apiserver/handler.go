@@ -238,17 +238,19 @@ func (l listFirst) ConditionsAwareAuthorize(ctx context.Context, a authorizer.At
 	return authorizer.ConditionsAwareDecisionFromParts(l.Authorize(ctx, a))
 }
 
-// eventsTo signals ch (without blocking) on every informer event.
-func eventsTo(ch chan struct{}) toolscache.ResourceEventHandler {
-	signal := func() {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+// signal wakes ch's reader without blocking; a wake-up already pending covers this one.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
+}
+
+// eventsTo signals ch on every informer event.
+func eventsTo(ch chan struct{}) toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { signal() },
-		UpdateFunc: func(any, any) { signal() },
-		DeleteFunc: func(any) { signal() },
+		AddFunc:    func(any) { signal(ch) },
+		UpdateFunc: func(any, any) { signal(ch) },
+		DeleteFunc: func(any) { signal(ch) },
 	}
 }

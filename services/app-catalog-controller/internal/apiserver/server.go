@@ -25,13 +25,12 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kube-openapi/pkg/handler3"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
@@ -259,12 +258,7 @@ func (s *Server) touchAPIService(ctx context.Context, kinds map[string]*served) 
 	svc.Name = APIServiceName
 	if err := s.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		klog.InfoS("could not annotate the APIService, retrying (meanwhile the aggregator refreshes discovery within a minute)", "err", err)
-		time.AfterFunc(touchRetry, func() {
-			select {
-			case s.rebuildCh <- struct{}{}:
-			default:
-			}
-		})
+		time.AfterFunc(touchRetry, func() { signal(s.rebuildCh) })
 		return
 	}
 	s.lastHash = hash

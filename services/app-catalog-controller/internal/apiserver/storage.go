@@ -269,11 +269,29 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 	if err := toHelmRelease(s.kind, app, ns, hr); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	if err := s.client.Create(ctx, hr, dryRun(opts.DryRun)...); err != nil {
+	if err := s.client.Create(ctx, hr, &client.CreateOptions{DryRun: opts.DryRun}); err != nil {
 		return nil, s.mapError(err, app.GetName())
 	}
 	s.store.waitFor(ctx, hr.ResourceVersion, readYourWrites)
 	return toApp(s.kind, hr)
+}
+
+// read returns an app's HelmRelease as kube-apiserver has it now (writes depend on it, so not
+// from the cache, which only finds it) and the app it holds.
+func (s *appStorage) read(ctx context.Context, name string) (*helmv2.HelmRelease, *unstructured.Unstructured, error) {
+	current := s.store.get(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), name)
+	if current == nil {
+		return nil, nil, apierrors.NewNotFound(s.gr(), name)
+	}
+	hr := &helmv2.HelmRelease{}
+	if err := s.client.Get(ctx, client.ObjectKeyFromObject(current), hr); err != nil {
+		return nil, nil, s.mapError(err, name)
+	}
+	app, err := toApp(s.kind, hr)
+	if err != nil {
+		return nil, nil, apierrors.NewInternalError(err)
+	}
+	return hr, app, nil
 }
 
 // Update implements rest.Updater (PUT, PATCH and server-side apply).
@@ -281,11 +299,8 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	namespace := genericapirequest.NamespaceValue(ctx)
 	for attempt := 0; ; attempt++ {
-		current := s.store.get(s.kind.GVK.Kind, namespace, name)
-		if current == nil {
-			if !forceAllowCreate {
-				return nil, false, apierrors.NewNotFound(s.gr(), name)
-			}
+		hr, old, err := s.read(ctx, name)
+		if apierrors.IsNotFound(err) && forceAllowCreate {
 			obj, err := objInfo.UpdatedObject(ctx, nil)
 			if err != nil {
 				return nil, false, err
@@ -293,13 +308,8 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 			created, err := s.Create(ctx, obj, createValidation, &metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
 			return created, err == nil, err
 		}
-		hr := &helmv2.HelmRelease{}
-		if err := s.client.Get(ctx, client.ObjectKeyFromObject(current), hr); err != nil {
-			return nil, false, s.mapError(err, name)
-		}
-		old, err := toApp(s.kind, hr)
 		if err != nil {
-			return nil, false, apierrors.NewInternalError(err)
+			return nil, false, err
 		}
 		obj, err := objInfo.UpdatedObject(ctx, old)
 		if err != nil {
@@ -337,7 +347,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		// A conflict here is a write that came between our read and our update (often
 		// helm-controller's status): read again. A resourceVersion the client pinned is checked
 		// against the fresh read above, as etcd-backed storage does.
-		err = s.client.Update(ctx, hr, dryRunUpdate(opts.DryRun)...)
+		err = s.client.Update(ctx, hr, &client.UpdateOptions{DryRun: opts.DryRun})
 		if apierrors.IsConflict(err) && attempt < 10 {
 			continue
 		}
@@ -353,17 +363,9 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 // Delete implements rest.GracefulDeleter. An app with spec.deletionProtection is refused; the
 // app's PersistentVolumeClaims are kept (Retain) or deleted (Delete) as its volume policy says.
 func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
-	current := s.store.get(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), name)
-	if current == nil {
-		return nil, false, apierrors.NewNotFound(s.gr(), name)
-	}
-	hr := &helmv2.HelmRelease{}
-	if err := s.client.Get(ctx, client.ObjectKeyFromObject(current), hr); err != nil {
-		return nil, false, s.mapError(err, name)
-	}
-	app, err := toApp(s.kind, hr)
+	hr, app, err := s.read(ctx, name)
 	if err != nil {
-		return nil, false, apierrors.NewInternalError(err)
+		return nil, false, err
 	}
 	if hr.Labels[fmeta.LabelDeletionProtection] == "true" {
 		return nil, false, apierrors.NewForbidden(s.gr(), name,
@@ -395,15 +397,11 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 	}
 	// helm-controller writes the HelmRelease's status all the time: only a resourceVersion the
 	// client asked for is a precondition.
-	pre := client.Preconditions{UID: &hr.UID}
+	del := &client.DeleteOptions{DryRun: opts.DryRun, Preconditions: &metav1.Preconditions{UID: &hr.UID}}
 	if opts.Preconditions != nil {
-		pre.ResourceVersion = opts.Preconditions.ResourceVersion
+		del.Preconditions.ResourceVersion = opts.Preconditions.ResourceVersion
 	}
-	delOpts := []client.DeleteOption{pre}
-	if dry {
-		delOpts = append(delOpts, client.DryRunAll)
-	}
-	if err := s.client.Delete(ctx, hr, delOpts...); err != nil {
+	if err := s.client.Delete(ctx, hr, del); err != nil {
 		return nil, false, s.mapError(err, name)
 	}
 	if dry {
@@ -472,18 +470,4 @@ func (s *appStorage) mapError(err error, name string) error {
 		return apierrors.NewInternalError(fmt.Errorf("the app's HelmRelease was rejected: %w", err))
 	}
 	return err
-}
-
-func dryRun(d []string) []client.CreateOption {
-	if len(d) > 0 {
-		return []client.CreateOption{client.DryRunAll}
-	}
-	return nil
-}
-
-func dryRunUpdate(d []string) []client.UpdateOption {
-	if len(d) > 0 {
-		return []client.UpdateOption{client.DryRunAll}
-	}
-	return nil
 }
