@@ -54,9 +54,12 @@ func (e *Env) AdminKubeconfig(name, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, name+".kubeconfig")
+	path := kubeconfigPath(dir, name)
 	return path, os.WriteFile(path, raw, 0o600)
 }
+
+// kubeconfigPath is where AdminKubeconfig (and so StartProcess) writes name's kubeconfig.
+func kubeconfigPath(dir, name string) string { return filepath.Join(dir, name+".kubeconfig") }
 
 func (p *process) stop() {
 	if p.cmd.Process == nil {

@@ -124,8 +124,9 @@ func (e *Env) startControllerManager(dataDir string) error {
 	if dir == "" {
 		dir = e.ControlPlane.APIServer.CertDir
 	}
+	// kube-controller-manager ignores $KUBECONFIG: it is given the file StartProcess writes.
 	return e.StartProcess("kube-controller-manager", dir, nil,
-		"--kubeconfig="+filepath.Join(dir, "kube-controller-manager.kubeconfig"),
+		"--kubeconfig="+kubeconfigPath(dir, "kube-controller-manager"),
 		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
