@@ -183,6 +183,25 @@ spec: {replicas: 4}
 		t.Fatalf("the rejected patch changed the HelmRelease")
 	}
 
+	// Server-side dry runs are validated and write nothing: a create, an update, a delete.
+	dry := "apiVersion: apps.flotilla.dev/v1alpha1\nkind: Postgres\nmetadata: {name: dry, namespace: " + ns + "}\nspec: {replicas: 2}\n"
+	if out, err := kubectl(t, dry, "create", "--dry-run=server", "-f", "-"); err != nil {
+		t.Fatalf("dry-run create: %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, "", "patch", "-n", ns, "postgres/db", "--dry-run=server", "--type=merge", "-p", `{"spec":{"replicas":5}}`); err != nil {
+		t.Fatalf("dry-run patch: %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, "", "delete", "-n", ns, "postgres/db", "--dry-run=server"); err != nil {
+		t.Fatalf("dry-run delete: %v\n%s", err, out)
+	}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-dry"}, &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a dry-run create wrote a HelmRelease: %v", err)
+	}
+	dried := &helmv2.HelmRelease{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, dried); err != nil || dried.DeletionTimestamp != nil || dried.Generation != after.Generation {
+		t.Fatalf("a dry-run patch or delete changed the HelmRelease: %v", err)
+	}
+
 	// Deletion.
 	if out, err := kubectl(t, "", "delete", "-n", ns, "postgres/db", "--wait=true", "--timeout=90s"); err != nil {
 		t.Fatalf("kubectl delete: %v\n%s", err, out)

@@ -103,6 +103,30 @@ func ociSource(t *testing.T, name, url string) {
 	}
 }
 
+// catalogSource creates a CatalogSource of the Flux source kind/name (in the catalog namespace),
+// deleted after the test.
+func catalogSource(t *testing.T, kind, name, path string) *catalogv1.CatalogSource {
+	t.Helper()
+	src := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: catalogv1.CatalogSourceSpec{
+		SourceRef: catalogv1.ArtifactSourceReference{Kind: kind, Name: name, Namespace: catalogNamespace}, Path: path}}
+	if err := kube.Create(context.Background(), src); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), src) })
+	return src
+}
+
+// helmSource creates a HelmRepository and a CatalogSource reading it, both named name.
+func helmSource(t *testing.T, name string, spec sourcev1.HelmRepositorySpec) {
+	t.Helper()
+	spec.Interval = metav1.Duration{Duration: time.Minute}
+	repo := &sourcev1.HelmRepository{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: catalogNamespace}, Spec: spec}
+	if err := kube.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	catalogSource(t, "HelmRepository", name, "")
+}
+
 func waitSource(t *testing.T, name, condType, reason string) *catalogv1.CatalogSource {
 	t.Helper()
 	src := &catalogv1.CatalogSource{}
@@ -132,11 +156,7 @@ func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
 		"apps/keydb.yaml":    definitionYAML("Keydb", "keydbs"),
 		"README.md":          "not a definition",
 	}))
-	partner := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "partner"}, Spec: catalogv1.CatalogSourceSpec{
-		SourceRef: catalogv1.ArtifactSourceReference{Kind: "OCIRepository", Name: "partner", Namespace: catalogNamespace}, Path: "apps"}}
-	if err := kube.Create(ctx, partner); err != nil {
-		t.Fatal(err)
-	}
+	partner := catalogSource(t, "OCIRepository", "partner", "apps")
 	src := waitSource(t, "partner", "Ready", "Succeeded")
 	if fmt.Sprint(src.Status.Definitions) != "[keydbs memcaches]" {
 		t.Fatalf("definitions %v", src.Status.Definitions)
@@ -153,11 +173,7 @@ func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
 		"mc.yaml":  definitionYAML("Memcache", "memcaches"),
 		"new.yaml": definitionYAML("Etcd", "etcds"),
 	}))
-	rogue := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "rogue"}, Spec: catalogv1.CatalogSourceSpec{
-		SourceRef: catalogv1.ArtifactSourceReference{Kind: "OCIRepository", Name: "rogue", Namespace: catalogNamespace}}}
-	if err := kube.Create(ctx, rogue); err != nil {
-		t.Fatal(err)
-	}
+	catalogSource(t, "OCIRepository", "rogue", "")
 	src = waitSource(t, "rogue", "Stalled", catalogv1.KindConflictReason)
 	if len(src.Status.Conflicts) != 2 || !strings.Contains(strings.Join(src.Status.Conflicts, "\n"), "kind Postgres is defined by postgreses (written by hand)") {
 		t.Fatalf("conflicts %v", src.Status.Conflicts)
@@ -245,20 +261,8 @@ spec:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = repo.Close() })
-	helmRepo := &sourcev1.HelmRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "partner-charts", Namespace: catalogNamespace},
-		Spec:       sourcev1.HelmRepositorySpec{URL: repo.URL, Interval: metav1.Duration{Duration: time.Minute}},
-	}
-	if err := kube.Create(ctx, helmRepo); err != nil {
-		t.Fatal(err)
-	}
-	src := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "partner-charts"}, Spec: catalogv1.CatalogSourceSpec{
-		SourceRef: catalogv1.ArtifactSourceReference{Kind: "HelmRepository", Name: "partner-charts", Namespace: catalogNamespace}}}
-	if err := kube.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(ctx, src) })
-	src = waitSource(t, "partner-charts", "Ready", "Succeeded")
+	helmSource(t, "partner-charts", sourcev1.HelmRepositorySpec{URL: repo.URL})
+	src := waitSource(t, "partner-charts", "Ready", "Succeeded")
 	if fmt.Sprint(src.Status.Definitions) != "[keyvals]" {
 		t.Fatalf("definitions %v", src.Status.Definitions)
 	}
@@ -287,19 +291,7 @@ spec:
 	}
 
 	// An OCI Helm repository has no index to read: the source says so and stalls.
-	ociRepo := &sourcev1.HelmRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "partner-oci", Namespace: catalogNamespace},
-		Spec:       sourcev1.HelmRepositorySpec{URL: "oci://127.0.0.1:1/charts", Type: "oci", Interval: metav1.Duration{Duration: time.Minute}},
-	}
-	if err := kube.Create(ctx, ociRepo); err != nil {
-		t.Fatal(err)
-	}
-	oci := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "partner-oci"}, Spec: catalogv1.CatalogSourceSpec{
-		SourceRef: catalogv1.ArtifactSourceReference{Kind: "HelmRepository", Name: "partner-oci", Namespace: catalogNamespace}}}
-	if err := kube.Create(ctx, oci); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(ctx, oci) })
+	helmSource(t, "partner-oci", sourcev1.HelmRepositorySpec{URL: "oci://127.0.0.1:1/charts", Type: "oci"})
 	if c := apimeta.FindStatusCondition(waitSource(t, "partner-oci", "Stalled", "InvalidSpec").Status.Conditions, "Stalled"); !strings.Contains(c.Message, "has no index") {
 		t.Fatalf("stalled with %q", c.Message)
 	}

@@ -22,15 +22,21 @@ const hold = "example.com/hold"
 // heldTree builds name → child with a ConfigMap carrying another operator's finalizer in the
 // child's namespace, and starts deleting the whole subtree.
 func heldTree(ctx context.Context, t *testing.T, g Gomega, name string) (*tenancyv1.Tenant, *tenancyv1.Tenant, *corev1.ConfigMap) {
+	parent, child := tree(ctx, t, g, name)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "tenant-" + name + "-child", Finalizers: []string{hold}}}
+	g.Expect(k8s.Create(ctx, cm)).To(Succeed())
+	g.Expect(k8s.Delete(ctx, parent)).To(Succeed())
+	return parent, child, cm
+}
+
+// tree builds root → name → child and waits until both are current.
+func tree(ctx context.Context, t *testing.T, g Gomega, name string) (*tenancyv1.Tenant, *tenancyv1.Tenant) {
 	rootTenant(t)
 	parent := MakeTenant(name, "tenant-root").Quota("cpu", "2").Quota("count/pods", "10").Obj()
 	child := MakeTenant("child", "tenant-"+name).Quota("cpu", "1").Quota("count/pods", "5").Obj()
 	createAll(ctx, g, parent, child)
 	eventuallyCurrent(ctx, g, parent, child)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "tenant-" + name + "-child", Finalizers: []string{hold}}}
-	g.Expect(k8s.Create(ctx, cm)).To(Succeed())
-	g.Expect(k8s.Delete(ctx, parent)).To(Succeed())
-	return parent, child, cm
+	return parent, child
 }
 
 func release(ctx context.Context, g Gomega, cm *corev1.ConfigMap) {
@@ -111,11 +117,7 @@ func TestNamespaceNotCreatedByTheControllerIsKept(t *testing.T) {
 func TestProtectedAppsKeepTheirNamespace(t *testing.T) {
 	g := NewWithT(t)
 	ctx := ctxFor(t)
-	rootTenant(t)
-	parent := MakeTenant("guarded", "tenant-root").Quota("cpu", "2").Quota("count/pods", "10").Obj()
-	child := MakeTenant("child", "tenant-guarded").Quota("cpu", "1").Quota("count/pods", "5").Obj()
-	createAll(ctx, g, parent, child)
-	eventuallyCurrent(ctx, g, parent, child)
+	parent, child := tree(ctx, t, g, "guarded")
 	app := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
 		"metadata": map[string]any{"name": "pg-orders", "namespace": "tenant-guarded-child", "labels": map[string]any{
