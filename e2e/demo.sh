@@ -20,9 +20,23 @@ mkdir -p "$state/bin" "$state/logs"
 services=(tenant-controller app-catalog-controller)
 base=${FLOTILLA_PORT_BASE:-19443}
 webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2))
-cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1
-flux=github.com/fluxcd/source-controller@v1.9.6,github.com/fluxcd/helm-controller@v1.6.4
+cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1 # the Postgres chart's Cluster CRD
+# kubectl's discovery cache of this control plane, so a previous one on the same port cannot
+# stand in for it.
+export KUBECACHEDIR=$state/kube-cache
 say() { printf '\033[1m>> %s\033[0m\n' "$*"; }
+
+# apply_retrying FILE|DIR TRIES [ON-FAILURE]: kubectl apply until it succeeds, every half second.
+apply_retrying() {
+  local out
+  for i in $(seq "$2"); do
+    if out=$(kubectl apply -f "$1" 2>&1); then return; fi
+    sleep 0.5
+  done
+  echo "$out"
+  ${3:-true}
+  exit 1
+}
 
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -59,7 +73,7 @@ up() {
     say "starting the control plane (etcd, kube-apiserver, kube-controller-manager, Flux, a Helm repository)"
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
-      --module-crds "$flux,$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
+      --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port" \
       --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml" \
       --webhook-port "$webhook_port" \
@@ -97,13 +111,7 @@ up() {
 
   say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
   kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  for f in deploy/examples/*.yaml; do
-    for i in $(seq 60); do
-      if out=$(kubectl apply -f "$f" 2>&1); then break; fi
-      [[ $i == 60 ]] && { echo "$out"; exit 1; }
-      sleep 0.5
-    done
-  done
+  for f in deploy/examples/*.yaml; do apply_retrying "$f" 60; done
   say "waiting for the tenants to be Ready"
   kubectl wait tenants.tenancy.flotilla.dev --all -A --for=condition=Ready --timeout=120s >/dev/null
 
@@ -118,11 +126,7 @@ up() {
   # The kinds are served once the aggregator has the apps apiserver Available and has refetched
   # its discovery (at once when the apiserver annotates its APIService, else within a minute).
   kubectl wait apiservice v1alpha1.apps.flotilla.dev --for=condition=Available --timeout=120s >/dev/null
-  for i in $(seq 240); do
-    if out=$(kubectl apply -f deploy/examples/apps/ 2>&1); then break; fi
-    [[ $i == 240 ]] && { echo "$out"; apps_diagnostics; exit 1; }
-    sleep 0.5
-  done
+  apply_retrying deploy/examples/apps/ 240 apps_diagnostics
   kubectl wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=180s >/dev/null
   kubectl get -n tenant-acme postgres -o wide
   echo

@@ -31,7 +31,7 @@ func main() {
 	apply := flag.String("apply", "", "Comma-separated manifest files to apply after start.")
 	webhookPort := flag.Int("webhook-port", 19443, "Port on 127.0.0.1 the webhooks are served on.")
 	moduleCRDs := flag.String("module-crds", "", "Comma-separated module@version whose config/crd/bases to install (Flux's, CloudNativePG's, …).")
-	flux := flag.Bool("flux", false, "Run the Flux source-controller and helm-controller the builder built.")
+	flux := flag.Bool("flux", false, "Install Flux's CRDs and run the source-controller and helm-controller the builder built.")
 	charts := flag.String("charts", "", "Comma-separated chart directories to serve as a Helm repository.")
 	chartsPort := flag.Int("charts-port", 18080, "Port on 127.0.0.1 of the Helm repository.")
 	apiServices := flag.String("apiservices", "", "Comma-separated group/version=port: APIServices pointing at aggregated servers on 127.0.0.1.")
@@ -68,6 +68,9 @@ func run(o options) error {
 	hooks, err := testenv.ReadWebhooks(o.webhooks...)
 	if err != nil {
 		return err
+	}
+	if o.flux {
+		o.moduleCRDs = append(o.moduleCRDs, testenv.FluxModules...)
 	}
 	modules, err := testenv.ModuleCRDDirs(o.moduleCRDs...)
 	if err != nil {
