@@ -7,16 +7,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: flotilla
 {{- end }}
 {{/* Selectors name the component: the controller's and the apiserver's pods share all other labels. */}}
-{{- define "acc.selector" -}}
+{{- define "acc.componentSelector" -}}
+{{- $ctx := index . 0 -}}
 app.kubernetes.io/name: app-catalog-controller
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/component: controller
+app.kubernetes.io/instance: {{ $ctx.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
-{{- define "acc.apiserver.selector" -}}
-app.kubernetes.io/name: app-catalog-controller
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/component: apiserver
-{{- end }}
+{{- define "acc.selector" -}}{{ include "acc.componentSelector" (list . "controller") }}{{- end }}
+{{- define "acc.apiserver.selector" -}}{{ include "acc.componentSelector" (list . "apiserver") }}{{- end }}
 {{- define "acc.scheduling" -}}
 {{- with .Values.nodeSelector }}
 nodeSelector: {{- toYaml . | nindent 2 }}
