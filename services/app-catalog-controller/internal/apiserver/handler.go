@@ -122,6 +122,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		responsewriters.ErrorNegotiated(err, Codecs, schema.GroupVersion{}, w, r)
 		return
 	}
+	// A handler per request, as kube-apiserver's installer does: the generic handlers keep
+	// per-request state in their closures (PatchResource wraps its admit), so one cannot be shared.
 	switch info.Verb {
 	case "get":
 		handlers.GetResource(sv.storage, sv.scope)(w, r)
