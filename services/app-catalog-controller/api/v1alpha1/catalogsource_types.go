@@ -35,20 +35,11 @@ type CatalogSourceSpec struct {
 	//     annotation catalog.flotilla.dev/definition. The newest release (pre-releases aside)
 	//     of each chart counts; its definition is applied with spec.chart set to that chart and
 	//     version in this repository.
-	SourceRef ArtifactSourceReference `json:"sourceRef"`
+	SourceRef SourceReference `json:"sourceRef"`
 	// Path inside the artifact; defaults to the root. Not for a HelmRepository.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="spec.path may not contain .."
 	Path string `json:"path,omitempty"`
-}
-
-// ArtifactSourceReference names a Flux source with an artifact.
-type ArtifactSourceReference struct {
-	// +kubebuilder:validation:Enum=GitRepository;OCIRepository;Bucket;HelmRepository
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-	// Namespace of the source.
-	Namespace string `json:"namespace"`
 }
 
 // CatalogSourceStatus reports what the source contributed.

@@ -108,7 +108,7 @@ func ociSource(t *testing.T, name, url string) {
 func catalogSource(t *testing.T, kind, name, path string) *catalogv1.CatalogSource {
 	t.Helper()
 	src := &catalogv1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: catalogv1.CatalogSourceSpec{
-		SourceRef: catalogv1.ArtifactSourceReference{Kind: kind, Name: name, Namespace: catalogNamespace}, Path: path}}
+		SourceRef: catalogv1.SourceReference{Kind: kind, Name: name, Namespace: catalogNamespace}, Path: path}}
 	if err := kube.Create(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ var errNoIndex = errors.New("an OCI Helm repository has no index: publish the de
 // HelmRepository (an index), files under spec.path for the others (a tarball).
 func (r *Reconciler) definitions(ctx context.Context, src *catalogv1.CatalogSource, a *artifact) ([]*catalogv1.ApplicationDefinition, error) {
 	if ref := src.Spec.SourceRef; ref.Kind == helmRepository {
-		return r.Fetcher.ChartDefinitions(ctx, a.url, a.digest, catalogv1.SourceReference(ref))
+		return r.Fetcher.ChartDefinitions(ctx, a.url, a.digest, ref)
 	}
 	return r.Fetcher.Definitions(ctx, a.url, a.digest, src.Spec.Path)
 }
