@@ -1,14 +1,14 @@
 {{/* Labels of every object of the release. */}}
 {{- define "redis.labels" -}}
 app.kubernetes.io/name: redis
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end }}
 
 {{/* Labels selecting the release's pods. */}}
 {{- define "redis.selector" -}}
 app.kubernetes.io/name: redis
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end }}
 
 {{/* The image of a version: chosen here, never by the customer. */}}

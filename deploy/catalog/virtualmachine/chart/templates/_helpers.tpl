@@ -1,8 +1,8 @@
 {{/* Labels of every object of the release. */}}
 {{- define "vm.labels" -}}
 app.kubernetes.io/name: virtualmachine
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end }}
 
 {{/* The root disk's source of an OS: chosen here, never by the customer. */}}
