@@ -118,6 +118,7 @@ up() {
   say "installing the starter catalog (charts served from 127.0.0.1:$charts_port)"
   kubectl apply --server-side -f deploy/catalog/namespace.yaml >/dev/null
   sed "s|url: .*|url: http://127.0.0.1:$charts_port|" deploy/catalog/source.yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f deploy/catalog/delivery-roles.yaml >/dev/null
   for d in deploy/catalog/*/definition.yaml; do kubectl apply -f "$d" >/dev/null; done
   kubectl wait applicationdefinitions --all --for=condition=Ready --timeout=60s >/dev/null
   kubectl get applicationdefinitions

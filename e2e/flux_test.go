@@ -71,6 +71,13 @@ func checkRelease(t *testing.T, hr *helmv2.HelmRelease) {
 	if _, err := os.Stat(filepath.Join(repo, hr.Spec.Chart.Spec.Chart, "Chart.yaml")); err != nil {
 		t.Errorf("HelmRelease %s: chart %s not in the repository", hr.Name, hr.Spec.Chart.Spec.Chart)
 	}
+	// Flux runs with its multi-tenancy lockdown: no cross-namespace source, an explicit identity.
+	if ns := hr.Spec.Chart.Spec.SourceRef.Namespace; ns != "" && ns != hr.Namespace {
+		t.Errorf("HelmRelease %s/%s: its chart's source is in namespace %s: --no-cross-namespace-refs refuses it", hr.Namespace, hr.Name, ns)
+	}
+	if hr.Spec.ServiceAccountName == "" {
+		t.Errorf("HelmRelease %s/%s names no serviceAccountName: under --default-service-account it would install with no rights", hr.Namespace, hr.Name)
+	}
 	if hr.Spec.Install == nil || hr.Spec.Install.CRDs != helmv2.CreateReplace {
 		t.Errorf("HelmRelease %s: install.crds must be CreateReplace", hr.Name)
 	}

@@ -38,8 +38,17 @@ func ModuleCRDDirs(modules ...string) ([]string, error) {
 // FluxNamespace is where the Flux controllers run (their events and leases).
 const FluxNamespace = "flux-system"
 
-// StartFlux runs the real source-controller and helm-controller as local processes against the
-// control plane, with their artifact storage under dir served on a loopback port. The Flux CRDs
+// FluxLockdown are helm-controller's multi-tenancy lockdown flags, as a platform must run it: a
+// HelmRelease may use only sources in its own namespace, and one that names no ServiceAccount is
+// installed as FluxDefaultServiceAccount (which has no rights), never as helm-controller itself.
+var FluxLockdown = []string{"--no-cross-namespace-refs=true", "--default-service-account=" + FluxDefaultServiceAccount}
+
+// FluxDefaultServiceAccount is the ServiceAccount a HelmRelease without one is installed as; no
+// role binds it.
+const FluxDefaultServiceAccount = "flotilla-no-access"
+
+// StartFlux runs the real source-controller and helm-controller (locked down: FluxLockdown) as
+// local processes against the control plane, with their artifact storage under dir served on a loopback port. The Flux CRDs
 // must be installed (Options.CRDDirs with ModuleCRDDirs(FluxModules...)).
 func (e *Env) StartFlux(ctx context.Context, dir string) error {
 	if err := client.IgnoreAlreadyExists(e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FluxNamespace}})); err != nil {
@@ -60,7 +69,7 @@ func (e *Env) StartFlux(ctx context.Context, dir string) error {
 		"--storage-path="+storage, "--storage-addr="+addr, "--storage-adv-addr="+addr)...); err != nil {
 		return err
 	}
-	return e.StartProcess("helm-controller", dir, env, append(common, "--concurrent=8")...)
+	return e.StartProcess("helm-controller", dir, env, append(append(common, "--concurrent=8"), FluxLockdown...)...)
 }
 
 func freePort() (int, error) {

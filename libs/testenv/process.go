@@ -18,13 +18,20 @@ type process struct {
 	log *os.File
 }
 
-// StartProcess runs bin from the builder's bin directory with a kubeconfig for an admin user in
+// StartProcess runs name from the builder's bin directory with a kubeconfig for an admin user in
 // $KUBECONFIG, logging to <logDir>/<name>.log; Stop stops it.
 func (e *Env) StartProcess(name, logDir string, env []string, args ...string) error {
 	bin, err := BinDir()
 	if err != nil {
 		return err
 	}
+	return e.StartBinary(filepath.Join(bin, name), logDir, env, args...)
+}
+
+// StartBinary runs the program at path as StartProcess does (a controller of this repository
+// built by the test, say), logging to <logDir>/<its base name>.log.
+func (e *Env) StartBinary(path, logDir string, env []string, args ...string) error {
+	name := filepath.Base(path)
 	kubeconfig, err := e.AdminKubeconfig(name, logDir)
 	if err != nil {
 		return err
@@ -33,7 +40,7 @@ func (e *Env) StartProcess(name, logDir string, env []string, args ...string) er
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

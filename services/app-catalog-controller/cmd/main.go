@@ -20,6 +20,7 @@ import (
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/deliverysource"
 )
 
 func main() {
@@ -51,6 +52,9 @@ func run(opts manager.Options, maxArtifact int64) error {
 		return err
 	}
 	if err := (&definition.Reconciler{Client: mgr.GetClient(), Discovery: dc}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&deliverysource.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: &http.Client{Timeout: time.Minute}, MaxSize: maxArtifact}

@@ -50,6 +50,14 @@ type ApplicationDefinitionSpec struct {
 	// Chart delivers the app.
 	Chart Chart `json:"chart"`
 
+	// Delivery declares what the chart creates. A chart is installed as the tenant's delivery
+	// identity, never with helm-controller's own: it may create, in the app's namespace only, what
+	// the ClusterRole flotilla:tenant:delivery grants. A definition declaring a resource that role
+	// does not grant is Stalled (DeliveryNotPermitted) and not served until a platform admin
+	// grants it (a ClusterRole labelled flotilla.dev/aggregate-to-tenant-delivery=true).
+	// +optional
+	Delivery Delivery `json:"delivery,omitempty"`
+
 	// Release tunes the HelmRelease written for each app.
 	// +optional
 	Release Release `json:"release,omitempty"`
@@ -105,6 +113,34 @@ type Names struct {
 	// +kubebuilder:validation:MaxLength=256
 	AppNamePattern string `json:"appNamePattern,omitempty"`
 }
+
+// Delivery declares the resources a chart creates.
+type Delivery struct {
+	// Resources the chart creates (and Helm reads back, updates and deletes), by API group.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Resources []DeliveredResources `json:"resources,omitempty"`
+}
+
+// DeliveredResources are resources of one API group a chart creates.
+type DeliveredResources struct {
+	// APIGroup of the resources; empty for the core group.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$`
+	APIGroup string `json:"apiGroup"`
+	// Resources are plural resource names, such as clusters.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z0-9]*$`
+	// +kubebuilder:validation:items:MaxLength=63
+	Resources []string `json:"resources"`
+}
+
+// DeliveryVerbs are what the delivery identity needs on each resource a chart creates: Helm creates,
+// reads back, waits for, upgrades and uninstalls them.
+var DeliveryVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
 // Chart is a chart in a Flux source.
 type Chart struct {

@@ -8,6 +8,9 @@ const (
 	KindConflictReason = "KindConflict"
 	// BuiltinConflictReason: a resource Kubernetes itself serves already uses one of the names.
 	BuiltinConflictReason = "BuiltinKindConflict"
+	// DeliveryNotPermittedReason: the chart creates resources (spec.delivery) that the tenants'
+	// delivery identity may not create.
+	DeliveryNotPermittedReason = "DeliveryNotPermitted"
 	// SourceNotReadyReason: the Flux source has no artifact yet.
 	SourceNotReadyReason = "SourceNotReady"
 	// ArtifactFailedReason: the source's artifact could not be fetched or read.
@@ -20,6 +23,10 @@ const (
 const (
 	// LabelSource names the CatalogSource that created an ApplicationDefinition.
 	LabelSource = "catalog.flotilla.dev/source"
+	// LabelSourceCopy marks a Flux source the catalog copied into a tenant's delivery namespace;
+	// AnnotationSourceCopyOf names the original (<namespace>/<name>).
+	LabelSourceCopy        = "catalog.flotilla.dev/source-copy"
+	AnnotationSourceCopyOf = "catalog.flotilla.dev/source-copy-of"
 	// AnnotationChartDefinition, in a chart's Chart.yaml, holds the ApplicationDefinition (YAML)
 	// of the app the chart delivers, for CatalogSources reading a HelmRepository.
 	AnnotationChartDefinition = "catalog.flotilla.dev/definition"
@@ -50,8 +57,18 @@ const PlatformValuesKey = "flotilla"
 // ConflictsWithBuiltin reports whether the catalog controller found the definition's current
 // generation clashing with a built-in resource; the apps apiserver does not serve such a kind.
 func ConflictsWithBuiltin(def *ApplicationDefinition) bool {
+	return stalledFor(def, BuiltinConflictReason)
+}
+
+// NotDeliverable reports whether the catalog controller found that the definition's chart
+// creates resources its tenants' delivery identity may not (it is then not served).
+func NotDeliverable(def *ApplicationDefinition) bool {
+	return stalledFor(def, DeliveryNotPermittedReason)
+}
+
+func stalledFor(def *ApplicationDefinition, reason string) bool {
 	for _, c := range def.Status.Conditions {
-		if c.Type == "Stalled" && c.Status == "True" && c.Reason == BuiltinConflictReason && c.ObservedGeneration == def.Generation {
+		if c.Type == "Stalled" && c.Status == "True" && c.Reason == reason && c.ObservedGeneration == def.Generation {
 			return true
 		}
 	}

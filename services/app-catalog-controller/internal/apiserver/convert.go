@@ -27,6 +27,8 @@ import (
 // An app is stored as its HelmRelease and nothing else:
 //
 //	app metadata.name            label apps.flotilla.dev/name (HelmRelease name: <prefix><name>)
+//	app metadata.namespace       spec.targetNamespace; the HelmRelease itself is in the tenant's
+//	                               delivery namespace (tenancyv1.DeliveryNamespace), out of its reach
 //	app kind                     label apps.flotilla.dev/kind
 //	app labels, annotations      the HelmRelease's, minus the apps.flotilla.dev/ ones
 //	app managedFields            annotation apps.flotilla.dev/managed-fields
@@ -56,7 +58,7 @@ func toApp(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unstructured,
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetGroupVersionKind(k.GVK)
 	u.SetName(hr.Labels[catalogv1.LabelAppName])
-	u.SetNamespace(hr.Namespace)
+	u.SetNamespace(catalog.AppNamespace(hr))
 	u.SetUID(hr.UID)
 	u.SetResourceVersion(hr.ResourceVersion)
 	u.SetGeneration(hr.Generation)
@@ -219,7 +221,7 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 
 	if hr.Name == "" {
 		hr.Name = k.ReleasePrefix + app.GetName()
-		hr.Namespace = app.GetNamespace()
+		hr.Namespace = tenancyv1.DeliveryNamespace(app.GetNamespace())
 	}
 	hr.Labels = userKeys(app.GetLabels())
 	if hr.Labels == nil {
@@ -250,10 +252,15 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 	interval := durationOr(def.Release.Interval, 10*time.Minute)
 	hr.Spec.ReleaseName = hr.Name
 	hr.Spec.Interval = interval
+	// Installed into the tenant's namespace as the tenant's delivery identity, with Helm's records
+	// and the chart's source kept in the delivery namespace (see tenancyv1.DeliveryNamespace).
+	hr.Spec.TargetNamespace = app.GetNamespace()
+	hr.Spec.StorageNamespace = hr.Namespace
+	hr.Spec.ServiceAccountName = tenancyv1.DeliveryServiceAccount
 	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 		Chart: def.Chart.Name, Version: def.Chart.Version,
 		SourceRef: helmv2.CrossNamespaceObjectReference{
-			Kind: def.Chart.SourceRef.Kind, Name: def.Chart.SourceRef.Name, Namespace: def.Chart.SourceRef.Namespace,
+			Kind: def.Chart.SourceRef.Kind, Name: catalog.SourceCopyName(def.Chart.SourceRef), Namespace: hr.Namespace,
 		},
 	}}
 	// Never uninstall: a failed install is retried as it is, a failed upgrade is rolled back to
@@ -262,12 +269,16 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 		Timeout:     ptr.To(durationOr(def.Release.InstallTimeout, 5*time.Minute)),
 		CRDs:        helmv2.CreateReplace,
 		DisableWait: !wait,
-		Strategy:    &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: &metav1.Duration{Duration: time.Minute}},
+		// An object that exists and is not this release's is never taken over (Flux takes
+		// ownership by default): the install fails naming it, and the object is left alone.
+		DisableTakeOwnership: true,
+		Strategy:             &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: &metav1.Duration{Duration: time.Minute}},
 	}
 	hr.Spec.Upgrade = &helmv2.Upgrade{
-		Timeout:     ptr.To(durationOr(def.Release.UpgradeTimeout, 5*time.Minute)),
-		CRDs:        helmv2.CreateReplace,
-		DisableWait: !wait,
+		Timeout:              ptr.To(durationOr(def.Release.UpgradeTimeout, 5*time.Minute)),
+		CRDs:                 helmv2.CreateReplace,
+		DisableWait:          !wait,
+		DisableTakeOwnership: true,
 		Remediation: &helmv2.UpgradeRemediation{
 			Retries: 1, RemediateLastFailure: ptr.To(true), Strategy: ptr.To(helmv2.RollbackRemediationStrategy),
 		},

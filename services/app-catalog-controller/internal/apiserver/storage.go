@@ -3,6 +3,7 @@ package apiserver
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,6 +32,7 @@ import (
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // errModified is kube-apiserver's own wording for an update on a stale object.
@@ -41,6 +43,11 @@ const maxReleaseName = 53
 
 // readYourWrites bounds how long a write waits for the cache to show it.
 const readYourWrites = 10 * time.Second
+
+// MaxSpecBytes bounds an app's spec, as JSON. The values travel into a HelmRelease, each of Helm's
+// release records and the objects the chart renders, all bounded by etcd's 1.5 MiB per object; an
+// app that could not be stored several times over is refused up front, naming spec.
+const MaxSpecBytes = 256 << 10
 
 // appStorage is the rest.Storage of one kind of app: reads from the store, writes HelmReleases.
 type appStorage struct {
@@ -117,7 +124,7 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	}
 	hrs, rv := s.store.list(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), keep)
 	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+		return cmp.Or(strings.Compare(catalog.AppNamespace(a), catalog.AppNamespace(b)), strings.Compare(a.Name, b.Name))
 	})
 	list := s.NewList().(*unstructured.UnstructuredList)
 	list.SetResourceVersion(fmt.Sprint(rv))
@@ -152,7 +159,7 @@ func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2
 	}
 	return func(hr *helmv2.HelmRelease) bool {
 		return (lsel.Empty() || lsel.Matches(labels.Set(hr.Labels))) &&
-			(fsel.Empty() || fsel.Matches(fields.Set{"metadata.name": hr.Labels[catalogv1.LabelAppName], "metadata.namespace": hr.Namespace}))
+			(fsel.Empty() || fsel.Matches(fields.Set{"metadata.name": hr.Labels[catalogv1.LabelAppName], "metadata.namespace": catalog.AppNamespace(hr)}))
 	}, nil
 }
 
@@ -213,6 +220,9 @@ func (s *appStorage) admit(app, old *unstructured.Unstructured) error {
 	if len(app.GetFinalizers()) > 0 {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "finalizers"), "apps do not support finalizers"))
 	}
+	if raw, err := json.Marshal(app.Object["spec"]); err != nil || len(raw) > MaxSpecBytes {
+		errs = append(errs, field.TooLong(field.NewPath("spec"), "", MaxSpecBytes))
+	}
 	if len(errs) == 0 {
 		if app.Object["spec"] == nil {
 			app.Object["spec"] = map[string]any{} // so that the schema's defaults apply
@@ -230,6 +240,8 @@ func (s *appStorage) admit(app, old *unstructured.Unstructured) error {
 	return nil
 }
 
+// namespace reads the tenant namespace an app is ordered in, and checks that its delivery
+// namespace is in place: an app is only ever installed as its tenant's delivery identity.
 func (s *appStorage) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
 	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
@@ -237,6 +249,18 @@ func (s *appStorage) namespace(ctx context.Context, name string) (*corev1.Namesp
 	}
 	if ns.DeletionTimestamp != nil {
 		return nil, apierrors.NewForbidden(s.gr(), "", fmt.Errorf("namespace %s is being deleted", name))
+	}
+	delivery := tenancyv1.DeliveryNamespace(name)
+	if delivery == "" || ns.Labels[tenancyv1.LabelTenant] == "" {
+		return nil, apierrors.NewForbidden(s.gr(), "", fmt.Errorf("namespace %s is not a tenant's: apps are ordered in a tenant's namespace", name))
+	}
+	d := &corev1.Namespace{}
+	err := s.client.Get(ctx, client.ObjectKey{Name: delivery}, d)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if err != nil || d.Labels[tenancyv1.LabelDeliveryFor] != name || d.DeletionTimestamp != nil {
+		return nil, apierrors.NewForbidden(s.gr(), "", fmt.Errorf("tenant namespace %s has no delivery namespace %s (yet): the tenant-controller makes it", name, delivery))
 	}
 	return ns, nil
 }
@@ -408,7 +432,7 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 		return app, false, nil
 	}
 	if policy == catalogv1.VolumePolicyDelete {
-		if err := s.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(hr.Namespace),
+		if err := s.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(catalog.AppNamespace(hr)),
 			client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
 			return nil, false, apierrors.NewInternalError(fmt.Errorf("deleting the app's volumes: %w", err))
 		}
@@ -432,7 +456,7 @@ const releaseLabel = "app.kubernetes.io/instance"
 // retainVolumes detaches the app's claims from their owners and labels them with the app.
 func (s *appStorage) retainVolumes(ctx context.Context, hr *helmv2.HelmRelease, app *unstructured.Unstructured) error {
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := s.client.List(ctx, &pvcs, client.InNamespace(hr.Namespace), client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
+	if err := s.client.List(ctx, &pvcs, client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
 		return err
 	}
 	from := strings.ToLower(s.kind.GVK.Kind) + "." + app.GetName()

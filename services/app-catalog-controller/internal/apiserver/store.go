@@ -78,7 +78,7 @@ func (s *store) convert(k *catalog.Kind, hr *helmv2.HelmRelease) (*converted, er
 	}
 	c := newConverted(k, app)
 	s.mu.RLock()
-	stored := s.apps[k.GVK.Kind][appKey{hr.Namespace, hr.Labels[catalogv1.LabelAppName]}] == hr
+	stored := s.apps[k.GVK.Kind][appKey{catalog.AppNamespace(hr), hr.Labels[catalogv1.LabelAppName]}] == hr
 	if stored { // under the lock, so that apply cannot forget it in between
 		s.converted.Store(hr, c)
 	}
@@ -138,7 +138,7 @@ func (s *store) apply(typ watch.EventType, hr *helmv2.HelmRelease, initial bool)
 		return
 	}
 	rv := parseRV(hr.ResourceVersion)
-	key := appKey{hr.Namespace, name}
+	key := appKey{catalog.AppNamespace(hr), name}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	byKey := s.apps[kind]

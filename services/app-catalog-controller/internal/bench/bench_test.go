@@ -28,6 +28,7 @@ import (
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 const (
@@ -66,8 +67,12 @@ func BenchmarkAppsAPI(b *testing.B) {
 	check(b, env.Client.Create(ctx, def))
 	for ns := range tenants {
 		name := fmt.Sprintf("tenant-t%02d", ns)
-		check(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
-		// What the tenant-controller binds for the tenant's administrators.
+		// What the tenant-controller makes for a tenant: its namespace and delivery namespace
+		// (Flux does not run here: apps are only written), and the binding of its administrators.
+		check(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{tenancyv1.LabelTenant: fmt.Sprintf("t%02d", ns)}}}))
+		check(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.DeliveryNamespace(name),
+			Labels: map[string]string{tenancyv1.LabelDeliveryFor: name}}}))
 		check(b, env.Client.Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "flotilla:tenant:admin", Namespace: name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flotilla:tenant:admin"},

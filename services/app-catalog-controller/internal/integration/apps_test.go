@@ -10,8 +10,8 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 var postgresGVR = schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "postgreses"}
@@ -68,16 +69,28 @@ func waitDiscovered(t *testing.T, plural string, want bool) {
 	})
 }
 
+// tenantNamespace makes a child tenant of the root tenant (which provides ingress and etcd to
+// its descendants) and returns its namespace once the real tenant-controller has it Ready: the
+// namespace, the tenant roles' bindings and the delivery namespace are the controller's.
 func tenantNamespace(t *testing.T, name string) string {
 	t.Helper()
-	ns := "tenant-" + name
-	err := kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		"tenancy.flotilla.dev/tenant": name, "tenancy.flotilla.dev/ingress": "tenant-root", "tenancy.flotilla.dev/etcd": "tenant-root",
-	}}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	ctx := context.Background()
+	for _, tn := range []*tenancyv1.Tenant{
+		{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootName, Namespace: tenancyv1.RootNamespace}, Spec: tenancyv1.TenantSpec{Ingress: true, Etcd: true}},
+		{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenancyv1.RootNamespace}},
+	} {
+		if err := kube.Create(ctx, tn); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
-	return ns
+	eventually(t, 60*time.Second, "tenant "+name+" Ready", func() (bool, error) {
+		tn := &tenancyv1.Tenant{}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.RootNamespace, Name: name}, tn); err != nil {
+			return false, err
+		}
+		return apimeta.IsStatusConditionTrue(tn.Status.Conditions, "Ready") && tn.Status.ObservedGeneration == tn.Generation, nil
+	})
+	return "tenant-" + name
 }
 
 func TestDefinitionServedWithoutRestart(t *testing.T) {
@@ -117,7 +130,7 @@ spec:
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 	hr := &helmv2.HelmRelease{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, hr); err != nil {
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-db"}, hr); err != nil {
 		t.Fatalf("HelmRelease: %v", err)
 	}
 	if hr.Labels[catalogv1.LabelAppKind] != "Postgres" || hr.Labels["team"] != "billing" {
@@ -172,13 +185,13 @@ spec: {replicas: 4}
 
 	// A forbidden value is a 422 naming the path, and nothing is written.
 	before := &helmv2.HelmRelease{}
-	_ = kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, before)
+	_ = kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-db"}, before)
 	out, err = kubectl(t, "", "patch", "-n", ns, "postgres/db", "--type=merge", "-p", `{"spec":{"parameters":{"shared_preload_libraries":"evil"}}}`)
 	if err == nil || !strings.Contains(out, "spec.parameters.shared_preload_libraries: Forbidden") {
 		t.Fatalf("forbidden path accepted or badly reported: %v\n%s", err, out)
 	}
 	after := &helmv2.HelmRelease{}
-	_ = kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, after)
+	_ = kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-db"}, after)
 	if before.Generation != after.Generation || string(before.Spec.Values.Raw) != string(after.Spec.Values.Raw) {
 		t.Fatalf("the rejected patch changed the HelmRelease")
 	}
@@ -194,11 +207,11 @@ spec: {replicas: 4}
 	if out, err := kubectl(t, "", "delete", "-n", ns, "postgres/db", "--dry-run=server"); err != nil {
 		t.Fatalf("dry-run delete: %v\n%s", err, out)
 	}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-dry"}, &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-dry"}, &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a dry-run create wrote a HelmRelease: %v", err)
 	}
 	dried := &helmv2.HelmRelease{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, dried); err != nil || dried.DeletionTimestamp != nil || dried.Generation != after.Generation {
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-db"}, dried); err != nil || dried.DeletionTimestamp != nil || dried.Generation != after.Generation {
 		t.Fatalf("a dry-run patch or delete changed the HelmRelease: %v", err)
 	}
 
@@ -207,7 +220,7 @@ spec: {replicas: 4}
 		t.Fatalf("kubectl delete: %v\n%s", err, out)
 	}
 	eventually(t, 90*time.Second, "the HelmRelease to go", func() (bool, error) {
-		err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-db"}, &helmv2.HelmRelease{})
+		err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-db"}, &helmv2.HelmRelease{})
 		return apierrors.IsNotFound(err), nil
 	})
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,12 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // testDefinition is a definition of the Postgres chart under another kind.
@@ -186,21 +188,7 @@ func TestTenantAdminCreatesAppsOnlyInItsTenant(t *testing.T) {
 	ctx := context.Background()
 	installDefinition(t, "postgres")
 	acme, globex := tenantNamespace(t, "acme"), tenantNamespace(t, "globex")
-	// The binding the tenant-controller makes for acme's administrators.
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "flotilla:tenant:admin", Namespace: acme},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flotilla:tenant:admin"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: acme + "-admin"}},
-	}
-	if err := kube.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{acme + "-admin"}}
-	alice, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice := tenantAdmin(t, acme, "alice")
 	eventually(t, 30*time.Second, "alice may create postgreses in "+acme, func() (bool, error) {
 		_, err := alice.Resource(postgresGVR).Namespace(acme).Create(ctx, appObject("Postgres", acme, "alices", "{}"), metav1.CreateOptions{})
 		return err == nil, err
@@ -208,7 +196,7 @@ func TestTenantAdminCreatesAppsOnlyInItsTenant(t *testing.T) {
 	if _, err := alice.Resource(postgresGVR).Namespace(acme).Get(ctx, "alices", metav1.GetOptions{}); err != nil {
 		t.Fatalf("alice cannot read her app: %v", err)
 	}
-	_, err = alice.Resource(postgresGVR).Namespace(globex).Create(ctx, appObject("Postgres", globex, "intruder", "{}"), metav1.CreateOptions{})
+	_, err := alice.Resource(postgresGVR).Namespace(globex).Create(ctx, appObject("Postgres", globex, "intruder", "{}"), metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("alice created an app in %s: %v", globex, err)
 	}
@@ -218,6 +206,31 @@ func TestTenantAdminCreatesAppsOnlyInItsTenant(t *testing.T) {
 	if err := alice.Resource(postgresGVR).Namespace(acme).Delete(ctx, "alices", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tenantAdmin returns a client of user, an administrator of the tenant owning namespace ns (a
+// member of the group <ns>-admin the tenant-controller binds), once the user may create apps there.
+func tenantAdmin(t *testing.T, ns, user string) dynamic.Interface {
+	t.Helper()
+	ctx := context.Background()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{ns + "-admin"}}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "apps.flotilla.dev", Resource: "*"},
+	}}
+	eventually(t, 30*time.Second, user+"'s role in "+ns, func() (bool, error) {
+		got, err := typed.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		return err == nil && got.Status.Allowed, err
+	})
+	return c
 }
 
 // claim makes a PersistentVolumeClaim of an app's release, owned by the chart's Cluster as
@@ -269,7 +282,7 @@ func TestDeletionProtectionAndVolumePolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 90*time.Second, "the Cluster to be uninstalled", func() (bool, error) {
-		err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-kept"}, &helmv2.HelmRelease{})
+		err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-kept"}, &helmv2.HelmRelease{})
 		return apierrors.IsNotFound(err), nil
 	})
 	time.Sleep(2 * time.Second) // give the garbage collector a chance to (wrongly) act

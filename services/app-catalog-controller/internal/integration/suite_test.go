@@ -13,7 +13,9 @@ import (
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -28,6 +30,8 @@ import (
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/deliverysource"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // The suite runs the real control plane (etcd, kube-apiserver with its aggregator), the real Flux
@@ -77,8 +81,10 @@ func setup(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := sourcev1.AddToScheme(apiserver.Scheme); err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{sourcev1.AddToScheme, tenancyv1.AddToScheme} {
+		if err := add(apiserver.Scheme); err != nil {
+			return err
+		}
 	}
 	env, err = testenv.Start(testenv.Options{
 		CRDDirs: append(modules,
@@ -95,6 +101,14 @@ func setup(ctx context.Context, dir string) error {
 	kube = env.Client
 	// The tenant roles, as the tenant-controller's chart installs them.
 	if err := testenv.ApplyFile(ctx, kube, filepath.Join(repoRoot, "deploy", "charts", "tenant-controller", "templates", "tenant-roles.yaml")); err != nil {
+		return err
+	}
+	// What the starter catalog's charts create beyond the core kinds, granted to the tenants'
+	// delivery identity, as the catalog's kustomization installs it.
+	if err := testenv.ApplyFile(ctx, kube, filepath.Join(repoRoot, "deploy", "catalog", "delivery-roles.yaml")); err != nil {
+		return err
+	}
+	if err := startTenantController(ctx, dir); err != nil {
 		return err
 	}
 	if err := env.StartFlux(ctx, dir); err != nil {
@@ -138,6 +152,24 @@ func setup(ctx context.Context, dir string) error {
 	return nil
 }
 
+// startTenantController builds and runs the real tenant-controller (without its admission
+// webhook), as make demo does: the tenants apps are ordered in are real, with their namespaces,
+// role bindings and delivery namespaces. The root tenant's namespace is made first, as a platform
+// admin does.
+func startTenantController(ctx context.Context, dir string) error {
+	bin := filepath.Join(dir, "tenant-controller")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
+	build.Dir = filepath.Join(repoRoot, "services", "tenant-controller")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the tenant-controller: %w: %s", err, out)
+	}
+	root := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootNamespace}}
+	if err := kube.Create(ctx, root); err != nil {
+		return err
+	}
+	return env.StartBinary(bin, dir, nil, "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--webhook-port=0")
+}
+
 // startController runs the catalog controller in-process, as cmd/main.go wires it.
 func startController(ctx context.Context) error {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -153,6 +185,9 @@ func startController(ctx context.Context) error {
 		return err
 	}
 	if err := (&definition.Reconciler{Client: mgr.GetClient(), Discovery: dc}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&deliverysource.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: http.DefaultClient, MaxSize: 10 << 20}

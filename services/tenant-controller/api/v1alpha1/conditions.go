@@ -11,6 +11,9 @@ const (
 	QuotaReadyCondition = "QuotaReady"
 	// NetworkPolicyReadyCondition: the isolation policies are in place.
 	NetworkPolicyReadyCondition = "NetworkPolicyReady"
+	// DeliveryReadyCondition: the delivery namespace, identity and its bindings are in place
+	// (see DeliveryNamespace).
+	DeliveryReadyCondition = "DeliveryReady"
 )
 
 // Reasons used in Tenant conditions.

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
+	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,6 +31,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // Finalizer holds a definition's deletion while apps of its kind exist.
@@ -52,6 +55,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 
 // Reconcile reports one definition's state.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -105,6 +109,9 @@ func (r *Reconciler) judge(ctx context.Context, def *catalogv1.ApplicationDefini
 	if len(clash) > 0 {
 		return &catalog.Rejection{Reason: catalogv1.BuiltinConflictReason, Message: "names used by built-in resources: " + strings.Join(clash, ", ")}, nil
 	}
+	if rej, err := r.deliverable(ctx, def); rej != nil || err != nil {
+		return rej, err
+	}
 	var all catalogv1.ApplicationDefinitionList
 	if err := r.Client.List(ctx, &all); err != nil {
 		return nil, err
@@ -114,7 +121,7 @@ func (r *Reconciler) judge(ctx context.Context, def *catalogv1.ApplicationDefini
 		other := &all.Items[i]
 		if other.Name == def.Name {
 			candidates = append(candidates, def)
-		} else if !catalogv1.ConflictsWithBuiltin(other) {
+		} else if !catalogv1.ConflictsWithBuiltin(other) && !catalogv1.NotDeliverable(other) {
 			candidates = append(candidates, other)
 		}
 	}
@@ -122,6 +129,35 @@ func (r *Reconciler) judge(ctx context.Context, def *catalogv1.ApplicationDefini
 	resolved := catalog.Resolve(candidates, r.Compiler.Compile)
 	if rej, ok := resolved.Rejected[def.Name]; ok {
 		return &rej, nil
+	}
+	return nil, nil
+}
+
+// deliverable checks that the tenants' delivery identity may create what the chart creates: the
+// rules of the delivery ClusterRole (aggregated by kube-controller-manager) cover every declared
+// resource with every verb Helm needs.
+func (r *Reconciler) deliverable(ctx context.Context, def *catalogv1.ApplicationDefinition) (*catalog.Rejection, error) {
+	if len(def.Spec.Delivery.Resources) == 0 {
+		return nil, nil
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: tenancyv1.DeliveryClusterRole}, role); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	var want []rbacv1.PolicyRule
+	for _, d := range def.Spec.Delivery.Resources {
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{d.APIGroup}, Resources: d.Resources, Verbs: catalogv1.DeliveryVerbs})
+	}
+	if ok, missing := rbacvalidation.Covers(role.Rules, want); !ok {
+		var names []string
+		for _, m := range missing {
+			names = append(names, fmt.Sprintf("%s %s.%s", strings.Join(m.Verbs, ","), strings.Join(m.Resources, ","), m.APIGroups[0]))
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+		return &catalog.Rejection{Reason: catalogv1.DeliveryNotPermittedReason, Message: fmt.Sprintf(
+			"spec.delivery: the tenants' delivery identity (ClusterRole %s) may not: %s; a platform admin grants it with a ClusterRole labelled %s=true",
+			tenancyv1.DeliveryClusterRole, strings.Join(names, "; "), tenancyv1.LabelAggregateToDelivery)}, nil
 	}
 	return nil, nil
 }
@@ -179,7 +215,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, def *catalogv1.Applica
 	if len(hrs.Items) > 0 {
 		var names []string
 		for _, hr := range hrs.Items {
-			names = append(names, hr.Namespace+"/"+hr.Labels[catalogv1.LabelAppName])
+			names = append(names, catalog.AppNamespace(&hr)+"/"+hr.Labels[catalogv1.LabelAppName])
 		}
 		slices.Sort(names)
 		more := ""
@@ -217,8 +253,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	})
+	deliveryRole := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == tenancyv1.DeliveryClusterRole })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("applicationdefinition").
+		Watches(&rbacv1.ClusterRole{}, all, builder.WithPredicates(deliveryRole)).
 		For(&catalogv1.ApplicationDefinition{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&catalogv1.ApplicationDefinition{}, all, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {

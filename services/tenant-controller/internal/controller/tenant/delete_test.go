@@ -120,7 +120,7 @@ func TestProtectedAppsKeepTheirNamespace(t *testing.T) {
 	parent, child := tree(ctx, t, g, "guarded")
 	app := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-		"metadata": map[string]any{"name": "pg-orders", "namespace": "tenant-guarded-child", "labels": map[string]any{
+		"metadata": map[string]any{"name": "pg-orders", "namespace": "apps-guarded-child", "labels": map[string]any{
 			fmeta.LabelAppKind: "Postgres", fmeta.LabelAppName: "orders", fmeta.LabelDeletionProtection: "true"}},
 		"spec": map[string]any{"interval": "10m", "chart": map[string]any{"spec": map[string]any{
 			"chart": "postgres", "sourceRef": map[string]any{"kind": "HelmRepository", "name": "catalog"}}}},

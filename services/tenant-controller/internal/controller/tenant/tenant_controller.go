@@ -35,9 +35,10 @@ import (
 // +kubebuilder:rbac:groups="",resources=resourcequotas;limitranges,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=flotilla:tenant:view;flotilla:tenant:use;flotilla:tenant:admin;flotilla:tenant:super-admin
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=flotilla:tenant:view;flotilla:tenant:use;flotilla:tenant:admin;flotilla:tenant:super-admin;flotilla:tenant:delivery;flotilla:tenant:delivery-storage
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=list
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=list;delete
 
 // domainConditions are summarised into Ready, in this order.
 var domainConditions = []string{
@@ -45,6 +46,7 @@ var domainConditions = []string{
 	tenancyv1.AccessReadyCondition,
 	tenancyv1.QuotaReadyCondition,
 	tenancyv1.NetworkPolicyReadyCondition,
+	tenancyv1.DeliveryReadyCondition,
 }
 
 // Reconciler reconciles Tenants.
@@ -104,6 +106,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		r.reconcileAccess,
 		r.reconcileQuota,
 		r.reconcileNetworkPolicies,
+		r.reconcileDelivery,
 	} {
 		pr, err := phase(ctx, s)
 		errs = append(errs, err)
@@ -137,6 +140,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&corev1.ResourceQuota{}:       mine,
 		&corev1.LimitRange{}:          mine,
 		&networkingv1.NetworkPolicy{}: mine,
+		&corev1.ServiceAccount{}:      mine,
 	}
 }
 
@@ -160,6 +164,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		if ns == "" { // a Namespace
 			ns = o.GetName()
 		}
+		if _, ok := tenancy.OwnerOf(ns); !ok { // a delivery namespace, or an object in one
+			ns = tenancyv1.DeliveredNamespace(ns)
+		}
 		if owner, ok := tenancy.OwnerOf(ns); ok {
 			return []reconcile.Request{{NamespacedName: owner}}
 		}
@@ -176,6 +183,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Watches(&corev1.ResourceQuota{}, toOwner, children).
 		Watches(&corev1.LimitRange{}, toOwner, children).
 		Watches(&networkingv1.NetworkPolicy{}, toOwner, children).
+		Watches(&corev1.ServiceAccount{}, toOwner, children).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -36,11 +37,25 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	key := client.ObjectKeyFromObject(t)
 	if _, err := tenancy.Place(key); err == nil {
 		ns := tenancy.OwnNamespace(key)
-		if waiting, err := r.deleteChildren(ctx, t, ns); waiting || err != nil {
-			return ctrl.Result{RequeueAfter: requeueWhileBlocked}, err
-		}
-		if waiting, err := r.deleteNamespace(ctx, t, ns); waiting || err != nil {
-			return ctrl.Result{RequeueAfter: requeueWhileBlocked}, err
+		// In order: the children, the apps (uninstalled while their delivery identity and
+		// release records exist), the delivery namespace, the tenant's namespace.
+		for _, step := range []struct {
+			do      func(context.Context, *tenancyv1.Tenant, string) (bool, error)
+			ns      string
+			recheck time.Duration
+		}{
+			{r.deleteChildren, ns, requeueWhileBlocked},
+			{r.deleteApps, ns, appsUninstallPoll},
+			{r.deleteNamespace, tenancyv1.DeliveryNamespace(ns), requeueWhileBlocked},
+			{r.deleteNamespace, ns, requeueWhileBlocked},
+		} {
+			waiting, err := step.do(ctx, t, step.ns)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if waiting {
+				return ctrl.Result{RequeueAfter: step.recheck}, nil
+			}
 		}
 	}
 	before := t.DeepCopy()
@@ -94,17 +109,6 @@ func (r *Reconciler) deleteNamespace(ctx context.Context, t *tenancyv1.Tenant, n
 		return false, r.release(ctx, name)
 	}
 	if ns.DeletionTimestamp.IsZero() {
-		protected, err := r.protectedApps(ctx, name)
-		if err != nil {
-			return true, err
-		}
-		if len(protected) > 0 {
-			msg := fmt.Sprintf("Namespace %s holds apps with deletion protection: %s; clear their spec.deletionProtection to delete the tenant",
-				name, strings.Join(protected, ", "))
-			conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.DeletionBlockedReason, msg)
-			conditions.MarkDeleting(t, msg)
-			return true, nil
-		}
 		if err := r.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
 			return true, fmt.Errorf("deleting namespace %s: %w", name, err)
 		}
@@ -113,6 +117,64 @@ func (r *Reconciler) deleteNamespace(ctx context.Context, t *tenancyv1.Tenant, n
 	conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.DeletionBlockedReason, msg)
 	conditions.MarkDeleting(t, msg)
 	return true, nil
+}
+
+// appsUninstallPoll is how often a deletion waiting for its apps to be uninstalled looks again
+// (HelmReleases are not watched).
+const appsUninstallPoll = 5 * time.Second
+
+// deleteApps uninstalls the apps of the tenant owning ns before any of its namespaces goes, so
+// that Helm removes what it installed while the delivery identity and the release records still
+// exist, and reports whether any is still there. Apps with deletion protection hold the deletion,
+// naming them. Without Flux there are no apps.
+func (r *Reconciler) deleteApps(ctx context.Context, t *tenancyv1.Tenant, ns string) (bool, error) {
+	delivery := tenancyv1.DeliveryNamespace(ns)
+	var protected []string
+	for _, n := range []string{delivery, ns} { // ns: apps stored before delivery namespaces
+		p, err := r.protectedApps(ctx, n)
+		if err != nil {
+			return true, err
+		}
+		protected = append(protected, p...)
+	}
+	if len(protected) > 0 {
+		msg := fmt.Sprintf("Tenant %s holds apps with deletion protection: %s; clear their spec.deletionProtection to delete the tenant",
+			t.Name, strings.Join(protected, ", "))
+		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.DeletionBlockedReason, msg)
+		conditions.MarkDeleting(t, msg)
+		return true, nil
+	}
+	apps := &metav1.PartialObjectMetadataList{}
+	apps.SetGroupVersionKind(helmReleases)
+	err := r.APIReader.List(ctx, apps, client.InNamespace(delivery))
+	if meta.IsNoMatchError(err) || (err == nil && len(apps.Items) == 0) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("listing the apps in %s: %w", delivery, err)
+	}
+	var names []string
+	for _, hr := range apps.Items {
+		if hr.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, &hr); client.IgnoreNotFound(err) != nil {
+				return true, fmt.Errorf("deleting app %s/%s: %w", delivery, hr.Name, err)
+			}
+		}
+		names = append(names, appName(&hr))
+	}
+	sort.Strings(names)
+	msg := "Waiting for apps to be uninstalled: " + strings.Join(names, ", ")
+	conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, tenancyv1.DeletionBlockedReason, msg)
+	conditions.MarkDeleting(t, msg)
+	return true, nil
+}
+
+// appName names an app by its kind and name, or its HelmRelease's name.
+func appName(hr *metav1.PartialObjectMetadata) string {
+	if kind, app := hr.Labels[fmeta.LabelAppKind], hr.Labels[fmeta.LabelAppName]; kind != "" && app != "" {
+		return kind + " " + app
+	}
+	return hr.Name
 }
 
 // helmReleases are the apps of the apps.flotilla.dev API, as stored.
@@ -132,12 +194,8 @@ func (r *Reconciler) protectedApps(ctx context.Context, ns string) ([]string, er
 		return nil, fmt.Errorf("listing protected apps in %s: %w", ns, err)
 	}
 	var names []string
-	for _, hr := range list.Items {
-		name := hr.Name
-		if kind, app := hr.Labels[fmeta.LabelAppKind], hr.Labels[fmeta.LabelAppName]; kind != "" && app != "" {
-			name = kind + " " + app
-		}
-		names = append(names, name)
+	for i := range list.Items {
+		names = append(names, appName(&list.Items[i]))
 	}
 	sort.Strings(names)
 	return names, nil

@@ -115,13 +115,14 @@ func namespaceReady(s *scope, cond string) bool {
 }
 
 // reconcileAccess binds the four tenant roles in the namespace to this tenant's and its ancestors'
-// groups and extra subjects.
+// groups and extra subjects, and the delivery role to the tenant's delivery identity.
 func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !namespaceReady(s, tenancyv1.AccessReadyCondition) {
 		return ctrl.Result{}, nil
 	}
 	ns := s.placement.Namespace
-	if err := applySet(ctx, r, ns, tenancy.RoleBindings(ns, s.chain, r.GroupPrefix),
+	bindings := append(tenancy.RoleBindings(ns, s.chain, r.GroupPrefix), tenancy.DeliveryRoleBinding(ns, ns, tenancyv1.DeliveryClusterRole))
+	if err := applySet(ctx, r, ns, bindings,
 		func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{}); err != nil {
 		return failed(s, tenancyv1.AccessReadyCondition, err)
 	}
@@ -229,4 +230,51 @@ func (r *Reconciler) prune(ctx context.Context, ns string, list client.ObjectLis
 		}
 		return client.IgnoreNotFound(r.Delete(ctx, obj))
 	})
+}
+
+// reconcileDelivery keeps the tenant's delivery namespace (tenancyv1.DeliveryNamespace): the
+// identity its apps are installed as, and that identity's access to Helm's release records there.
+// No tenant role reaches the namespace. A namespace of that name the controller did not make is
+// never taken over.
+func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Result, error) {
+	t, p := s.tenant, s.placement
+	if !namespaceReady(s, tenancyv1.DeliveryReadyCondition) {
+		return ctrl.Result{}, nil
+	}
+	name := tenancyv1.DeliveryNamespace(p.Namespace)
+	cur := &corev1.Namespace{}
+	err := r.Get(ctx, types.NamespacedName{Name: name}, cur)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, types.NamespacedName{Name: name}, cur)
+	}
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if found && cur.Annotations[tenancyv1.AnnotationOwnerUID] != string(t.UID) {
+		msg := fmt.Sprintf("Namespace %s exists and was not made for this tenant: it is not taken over; delete or rename it", name)
+		conditions.MarkFalse(t, tenancyv1.DeliveryReadyCondition, tenancyv1.NamespaceConflictReason, msg)
+		s.addStall(tenancyv1.NamespaceConflictReason, msg)
+		return ctrl.Result{}, nil
+	}
+	if found && !cur.DeletionTimestamp.IsZero() {
+		msg := fmt.Sprintf("Namespace %s is still terminating; it will be recreated once gone", name)
+		conditions.MarkFalse(t, tenancyv1.DeliveryReadyCondition, "NamespaceTerminating", msg)
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Name: name}, &corev1.Namespace{},
+		tenancy.DeliveryNamespace(p, string(t.UID)), corev1ac.ExtractNamespace, tenancy.FieldOwner); err != nil {
+		return failed(s, tenancyv1.DeliveryReadyCondition, err)
+	}
+	if err := applySet(ctx, r, name, optional(tenancy.DeliveryServiceAccount(name)),
+		func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, corev1ac.ExtractServiceAccount, &corev1.ServiceAccountList{}); err != nil {
+		return failed(s, tenancyv1.DeliveryReadyCondition, err)
+	}
+	if err := applySet(ctx, r, name, optional(tenancy.DeliveryRoleBinding(name, p.Namespace, tenancyv1.DeliveryStorageClusterRole)),
+		func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{}); err != nil {
+		return failed(s, tenancyv1.DeliveryReadyCondition, err)
+	}
+	conditions.MarkTrue(t, tenancyv1.DeliveryReadyCondition, tenancyv1.ReconciledReason,
+		fmt.Sprintf("Apps are installed as %s/%s", name, tenancyv1.DeliveryServiceAccount))
+	return ctrl.Result{}, nil
 }
