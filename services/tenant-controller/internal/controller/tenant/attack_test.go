@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -114,22 +115,32 @@ func TestAttackChildTenantCrossesBoundaries(t *testing.T) {
 	// A platform admin may set any host and the pod security level (eventually: kube-apiserver's
 	// RBAC cache learns of the platform admin's binding by a watch).
 	g.Eventually(func() error {
-		cur := get(ctx, g, ok)
-		cur.Spec.Host = "beta.example.org"
-		cur.Spec.PodSecurity = &tenancyv1.PodSecurity{Enforce: tenancyv1.PodSecurityRestricted}
-		return pat.Update(ctx, cur)
+		return update(ctx, pat, ok, func(cur *tenancyv1.Tenant) {
+			cur.Spec.Host = "beta.example.org"
+			cur.Spec.PodSecurity = &tenancyv1.PodSecurity{Enforce: tenancyv1.PodSecurityRestricted}
+		})
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		ns := &corev1.Namespace{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "tenant-acme-dev"}, ns)).To(Succeed())
 		g.Expect(ns.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "restricted"))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
-	cur := get(ctx, g, ok)
-	cur.Spec.ResourceQuotas[corev1.ResourceCPU] = resource.MustParse("2")
-	g.Expect(admin.Update(ctx, cur)).To(Succeed())
-	cur = get(ctx, g, ok)
-	cur.Spec.Host = "dev.beta.example.org"
-	expectRefused(g, admin.Update(ctx, cur), "spec.host")
+	g.Expect(update(ctx, admin, ok, func(cur *tenancyv1.Tenant) {
+		cur.Spec.ResourceQuotas[corev1.ResourceCPU] = resource.MustParse("2")
+	})).To(Succeed())
+	expectRefused(g, update(ctx, admin, ok, func(cur *tenancyv1.Tenant) { cur.Spec.Host = "dev.beta.example.org" }), "spec.host")
+}
+
+// update changes a tenant as c, retrying while the controller's status writes conflict.
+func update(ctx context.Context, c client.Client, tn *tenancyv1.Tenant, change func(*tenancyv1.Tenant)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &tenancyv1.Tenant{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tn), cur); err != nil {
+			return err
+		}
+		change(cur)
+		return c.Update(ctx, cur)
+	})
 }
 
 // Tenant namespaces enforce Pod Security baseline: acme's admin cannot run a pod that owns the
