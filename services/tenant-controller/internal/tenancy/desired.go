@@ -194,6 +194,18 @@ func OwnQuota(t *tenancyv1.Tenant, children []tenancyv1.Tenant) corev1.ResourceL
 	return hard
 }
 
+// ZeroQuota is the quota of a tenant that does not fit its parent's: zero for everything the
+// tenant declares or the parent caps, so that nothing counted can be added to its namespace.
+func ZeroQuota(t, parent *tenancyv1.Tenant) corev1.ResourceList {
+	hard := corev1.ResourceList{}
+	for _, rl := range []corev1.ResourceList{t.Spec.ResourceQuotas, parent.Spec.ResourceQuotas} {
+		for name := range rl {
+			hard[name] = resource.Quantity{}
+		}
+	}
+	return hard
+}
+
 // ResourceQuota is the tenant namespace's quota, or nil when the tenant declares none.
 func ResourceQuota(ns string, hard corev1.ResourceList) *corev1ac.ResourceQuotaApplyConfiguration {
 	if len(hard) == 0 {
