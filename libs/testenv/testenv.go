@@ -41,7 +41,9 @@ type Options struct {
 	// (Env.WebhookOptions tells the webhook server where).
 	Webhooks []*admissionv1.ValidatingWebhookConfiguration
 	// ControllerManager also runs kube-controller-manager's namespace, garbage-collector,
-	// role-aggregation and PVC-protection controllers, so deletions really finish.
+	// role-aggregation and PVC-protection controllers, so deletions really finish, and its
+	// resourcequota controller, without which quota admission refuses every pod in a namespace
+	// with a ResourceQuota ("status unknown for quota") instead of enforcing it.
 	ControllerManager bool
 	// DataDir keeps etcd's data (and the kubeconfig) across runs; empty means a temporary dir.
 	DataDir string
@@ -127,7 +129,7 @@ func (e *Env) startControllerManager(dataDir string) error {
 	// kube-controller-manager ignores $KUBECONFIG: it is given the file StartProcess writes.
 	return e.StartProcess("kube-controller-manager", dir, nil,
 		"--kubeconfig="+kubeconfigPath(dir, "kube-controller-manager"),
-		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller",
+		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller,resourcequota-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",

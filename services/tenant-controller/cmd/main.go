@@ -55,7 +55,7 @@ func run(opts manager.Options, groupPrefix string, concurrency int) error {
 		return err
 	}
 	if opts.WebhookPort != 0 {
-		if err := (&webhook.TenantValidator{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		if err := (&webhook.TenantValidator{Reader: mgr.GetClient(), Reviewer: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

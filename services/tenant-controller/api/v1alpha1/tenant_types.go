@@ -38,7 +38,9 @@ type Tenant struct {
 // TenantSpec is what the parent tenant's administrators declare for this tenant.
 type TenantSpec struct {
 	// Host is the DNS name under which the tenant's services are published.
-	// Defaults to <name>.<parent's host>.
+	// Defaults to <name>.<parent's host>. It must be the parent's host or a name below it, so that
+	// a tenant cannot claim a sibling's domain; only a platform admin (who may `escalate` tenants) may
+	// set another.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.host must be a lower-case DNS name such as acme.example.org"
@@ -76,12 +78,54 @@ type TenantSpec struct {
 
 	// Access binds subjects to tenant roles besides the default OIDC groups
 	// (<namespace>-<role>). Bindings apply in this tenant's namespace and all its descendants.
+	// Whoever writes it may grant only a role they could bind themselves in the parent's namespace
+	// (RBAC's escalation rule: `bind` on the role's ClusterRole there, or holding an equal or higher
+	// tenant role there); never to a `system:` user or group; a ServiceAccount only from this
+	// tenant's own namespace or its descendants' unless the writer is a platform admin.
 	// +optional
 	// +listType=map
 	// +listMapKey=role
 	// +kubebuilder:validation:MaxItems=4
 	Access []AccessBinding `json:"access,omitempty"`
+
+	// PodSecurity sets the Pod Security Admission level enforced in this tenant's namespace and,
+	// unless they set their own, its descendants'. Unset everywhere, `baseline` is enforced;
+	// `restricted` is always warned and audited. Only a platform admin may set or change it: a
+	// tenant role must never loosen the isolation of the node its pods run on.
+	// +optional
+	PodSecurity *PodSecurity `json:"podSecurity,omitempty"`
 }
+
+// PodSecurity is a Pod Security Admission level for a tenant's namespaces.
+type PodSecurity struct {
+	// Enforce is the level pods must meet to be admitted.
+	Enforce PodSecurityLevel `json:"enforce"`
+}
+
+// PodSecurityLevel is one of the Pod Security Standards.
+// +kubebuilder:validation:Enum=privileged;baseline;restricted
+type PodSecurityLevel string
+
+// The Pod Security Standards, from least to most restrictive.
+const (
+	PodSecurityPrivileged PodSecurityLevel = "privileged"
+	PodSecurityBaseline   PodSecurityLevel = "baseline"
+	PodSecurityRestricted PodSecurityLevel = "restricted"
+)
+
+// DefaultPodSecurity is enforced where no tenant of the path sets spec.podSecurity.
+const DefaultPodSecurity = PodSecurityBaseline
+
+// A platform admin may do what tenant roles never allow: grant any ServiceAccount, set any host,
+// set spec.podSecurity. The webhook asks a SubjectAccessReview whether the requester may use the
+// verb PlatformAdminVerb on tenants (tenancy.flotilla.dev) at cluster scope. No tenant role grants
+// it (they are bound in namespaces only, and never with this verb), and RBAC keeps a tenant
+// super-admin from granting it; cluster-admin has it, and the chart's ClusterRole
+// flotilla:platform-admin grants it.
+const (
+	PlatformAdminVerb     = "escalate"
+	PlatformAdminResource = "tenants"
+)
 
 // LimitRangeSpec holds per-container defaults.
 type LimitRangeSpec struct {

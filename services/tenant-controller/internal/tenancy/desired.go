@@ -44,13 +44,41 @@ type Effective struct {
 	Host            string
 	SchedulingClass string
 	Services        tenancyv1.SharedServices
+	// PodSecurity is the level enforced in the tenant's namespace.
+	PodSecurity tenancyv1.PodSecurityLevel
+}
+
+// Pod Security Admission labels (k8s.io/pod-security-admission/api, spelled out here rather than
+// importing that module for six strings).
+const (
+	podSecurityPrefix = "pod-security.kubernetes.io/"
+	// podSecurityVersion follows the cluster's Kubernetes version, so a standard tightened upstream
+	// applies after an upgrade without a change here.
+	podSecurityVersion = "latest"
+)
+
+// PodSecurityLabels are the Pod Security Admission labels of a tenant namespace: enforce the
+// tenant's level, and always warn and audit against restricted, so that tenants see what a
+// tightening would refuse before it does.
+func PodSecurityLabels(enforce tenancyv1.PodSecurityLevel) map[string]string {
+	return map[string]string{
+		podSecurityPrefix + "enforce":         string(enforce),
+		podSecurityPrefix + "enforce-version": podSecurityVersion,
+		podSecurityPrefix + "warn":            string(tenancyv1.PodSecurityRestricted),
+		podSecurityPrefix + "warn-version":    podSecurityVersion,
+		podSecurityPrefix + "audit":           string(tenancyv1.PodSecurityRestricted),
+		podSecurityPrefix + "audit-version":   podSecurityVersion,
+	}
 }
 
 // Resolve computes the effective host, scheduling class and shared-service providers along chain
 // (the ancestors, root first, then the tenant itself).
 func Resolve(chain []*tenancyv1.Tenant) Effective {
-	var e Effective
+	e := Effective{PodSecurity: tenancyv1.DefaultPodSecurity}
 	for _, c := range chain {
+		if c.Spec.PodSecurity != nil && c.Spec.PodSecurity.Enforce != "" {
+			e.PodSecurity = c.Spec.PodSecurity.Enforce
+		}
 		switch {
 		case c.Spec.Host != "":
 			e.Host = c.Spec.Host
@@ -81,6 +109,9 @@ func Namespace(p Placement, t *tenancyv1.Tenant, e Effective, ownerUID string) *
 		tenancyv1.LabelPath:   p.Path,
 	}
 	for k, v := range ManagedLabels {
+		labels[k] = v
+	}
+	for k, v := range PodSecurityLabels(e.PodSecurity) {
 		labels[k] = v
 	}
 	if len(p.Ancestors) > 0 {
@@ -159,6 +190,18 @@ func OwnQuota(t *tenancyv1.Tenant, children []tenancyv1.Tenant) corev1.ResourceL
 			left = resource.Quantity{}
 		}
 		hard[name] = left
+	}
+	return hard
+}
+
+// ZeroQuota is the quota of a tenant that does not fit its parent's: zero for everything the
+// tenant declares or the parent caps, so that nothing counted can be added to its namespace.
+func ZeroQuota(t, parent *tenancyv1.Tenant) corev1.ResourceList {
+	hard := corev1.ResourceList{}
+	for _, rl := range []corev1.ResourceList{t.Spec.ResourceQuotas, parent.Spec.ResourceQuotas} {
+		for name := range rl {
+			hard[name] = resource.Quantity{}
+		}
 	}
 	return hard
 }

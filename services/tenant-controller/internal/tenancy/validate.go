@@ -124,7 +124,9 @@ func ValidateQuota(t *tenancyv1.Tenant, ancestors []*tenancyv1.Tenant, siblings 
 		reserved := resource.Quantity{}
 		var others []string
 		for _, s := range siblings {
-			if s.Name == t.Name || s.DeletionTimestamp != nil || IsRoot(keyOf(&s)) {
+			// A sibling being deleted still counts: its namespace, and what runs in it, lives on
+			// until its teardown finishes, which is when the Tenant goes away.
+			if s.Name == t.Name || IsRoot(keyOf(&s)) {
 				continue
 			}
 			if q, ok := s.Spec.ResourceQuotas[name]; ok && !q.IsZero() {

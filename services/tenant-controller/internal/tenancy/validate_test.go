@@ -37,6 +37,7 @@ func TestValidateQuota(t *testing.T) {
 		{"exceeds", tenant("tenant-root", "a", "cpu", "11"), nil, "spec.resourceQuotas[cpu]: Invalid value: \"11\": exceeds what parent tenant root has left"},
 		{"exceeds with siblings", tenant("tenant-root", "a", "cpu", "5"), []tenancyv1.Tenant{*tenant("tenant-root", "b", "cpu", "6")}, "siblings reserve 6 (b=6), 4 is available"},
 		{"undeclared", tenant("tenant-root", "a", "memory", "1Gi"), nil, "spec.resourceQuotas[cpu]: Required value"},
+		{"a deleting sibling still counts", tenant("tenant-root", "a", "cpu", "5"), []tenancyv1.Tenant{*deleting(tenant("tenant-root", "b", "cpu", "6"))}, "4 is available"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := ValidateQuota(tc.t, []*tenancyv1.Tenant{root}, tc.siblings)

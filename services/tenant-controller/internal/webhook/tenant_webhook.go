@@ -21,10 +21,14 @@ const Path = "/validate-tenancy-flotilla-dev-v1alpha1-tenant"
 
 // +kubebuilder:webhook:path=/validate-tenancy-flotilla-dev-v1alpha1-tenant,mutating=false,failurePolicy=fail,sideEffects=None,groups=tenancy.flotilla.dev,resources=tenants,verbs=create;update,versions=v1alpha1,name=tenants.tenancy.flotilla.dev,admissionReviewVersions=v1,timeoutSeconds=10
 
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // TenantValidator admits Tenants.
 type TenantValidator struct {
-	// Reader looks up parents and siblings (the manager's cache).
+	// Reader looks up parents, siblings and the tenant role bindings (the manager's cache).
 	Reader client.Reader
+	// Reviewer creates the SubjectAccessReviews that ask what the requester may do.
+	Reviewer client.Client
 }
 
 var _ admission.Validator[*tenancyv1.Tenant] = &TenantValidator{}
@@ -36,7 +40,7 @@ func (v *TenantValidator) SetupWithManager(mgr ctrl.Manager) error {
 
 // ValidateCreate implements admission.Validator.
 func (v *TenantValidator) ValidateCreate(ctx context.Context, t *tenancyv1.Tenant) (admission.Warnings, error) {
-	return v.validate(ctx, t)
+	return v.validate(ctx, nil, t)
 }
 
 // ValidateUpdate implements admission.Validator. Updates that leave the spec alone (finalizers,
@@ -46,7 +50,7 @@ func (v *TenantValidator) ValidateUpdate(ctx context.Context, old, t *tenancyv1.
 	if !t.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(old.Spec, t.Spec) {
 		return nil, nil
 	}
-	return v.validate(ctx, t)
+	return v.validate(ctx, old, t)
 }
 
 // ValidateDelete implements admission.Validator.
@@ -54,20 +58,28 @@ func (v *TenantValidator) ValidateDelete(context.Context, *tenancyv1.Tenant) (ad
 	return nil, nil
 }
 
-func (v *TenantValidator) validate(ctx context.Context, t *tenancyv1.Tenant) (admission.Warnings, error) {
+// validate checks t, and what its writer may grant, against the tree. old is nil on creation.
+func (v *TenantValidator) validate(ctx context.Context, old, t *tenancyv1.Tenant) (admission.Warnings, error) {
 	errs := tenancy.Validate(t)
 	key := client.ObjectKeyFromObject(t)
 	p, err := tenancy.Place(key)
 	if err != nil {
 		return nil, invalid(t, errs)
 	}
+	var ancestors []*tenancyv1.Tenant
 	if !tenancy.IsRoot(key) {
-		perrs, err := v.validateWithinParent(ctx, t, p.Parent)
+		var perrs field.ErrorList
+		ancestors, perrs, err = v.validateWithinParent(ctx, t, p.Parent)
 		if err != nil {
 			return nil, err
 		}
 		errs = append(errs, perrs...)
 	}
+	berrs, err := v.validateBoundaries(ctx, old, t, p, ancestors)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, berrs...)
 	warnings, err := v.childWarnings(ctx, t, p.Namespace)
 	if err != nil {
 		return nil, err
@@ -82,20 +94,20 @@ func invalid(t *tenancyv1.Tenant, errs field.ErrorList) error {
 	return apierrors.NewInvalid(tenancyv1.GroupVersion.WithKind("Tenant").GroupKind(), t.Name, errs)
 }
 
-func (v *TenantValidator) validateWithinParent(ctx context.Context, t *tenancyv1.Tenant, parent types.NamespacedName) (field.ErrorList, error) {
+func (v *TenantValidator) validateWithinParent(ctx context.Context, t *tenancyv1.Tenant, parent types.NamespacedName) ([]*tenancyv1.Tenant, field.ErrorList, error) {
 	ancestors, missing, err := tenancy.Ancestors(ctx, v.Reader, parent)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if missing != nil {
-		return field.ErrorList{field.Invalid(field.NewPath("metadata", "namespace"), t.Namespace,
+		return nil, field.ErrorList{field.Invalid(field.NewPath("metadata", "namespace"), t.Namespace,
 			fmt.Sprintf("parent tenant %s does not exist", parent))}, nil
 	}
 	siblings := &tenancyv1.TenantList{}
 	if err := v.Reader.List(ctx, siblings, client.InNamespace(t.Namespace)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return tenancy.ValidateWithinParent(t, ancestors, siblings.Items), nil
+	return ancestors, tenancy.ValidateWithinParent(t, ancestors, siblings.Items), nil
 }
 
 // childWarnings tells whoever lowers a tenant's quota which children no longer fit; the change is

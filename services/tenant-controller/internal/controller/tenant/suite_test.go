@@ -117,7 +117,7 @@ func startManager() error {
 	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
 		return err
 	}
-	if err := (&tenantwebhook.TenantValidator{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&tenantwebhook.TenantValidator{Reader: mgr.GetClient(), Reviewer: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	managerErr = make(chan error, 1)

@@ -65,7 +65,13 @@ type scope struct {
 	placement tenancy.Placement
 	chain     []*tenancyv1.Tenant // ancestors, root first, then the tenant
 	children  []tenancyv1.Tenant
+	siblings  []tenancyv1.Tenant // the tenants in the tenant's own namespace, itself included
 	stall     *conditions.Stall
+	// deciding: the namespace waits for the quota decision (see holdNewNamespace).
+	deciding bool
+	// fenced and isolated: the ResourceQuota and the network policies were written in this
+	// reconcile; role bindings wait for both.
+	fenced, isolated bool
 }
 
 func (s *scope) ancestors() []*tenancyv1.Tenant { return s.chain[:len(s.chain)-1] }
@@ -103,9 +109,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	res := ctrl.Result{}
 	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
 		r.reconcileNamespace,
-		r.reconcileAccess,
+		// Quota and isolation before access: no tenant user may create anything in a new namespace
+		// before its ResourceQuota and network policies are there.
 		r.reconcileQuota,
 		r.reconcileNetworkPolicies,
+		r.reconcileAccess,
 		r.reconcileDelivery,
 	} {
 		pr, err := phase(ctx, s)
@@ -234,3 +242,10 @@ func (notCreate) Create(event.CreateEvent) bool { return false }
 // requeueWhileBlocked is how often a blocked deletion is looked at again, in case nothing we
 // watch changes when the blocker goes away.
 const requeueWhileBlocked = time.Minute
+
+// quotaSettle is how long after a tenant's creation time its quota is first decided. Creation
+// times have a resolution of one second, and children are granted quota in order of creation time,
+// then name: a sibling created in the same second, or whose creation was still in admission, may
+// come first. Waiting until that second is over, plus a second for admission, before reading the
+// siblings from kube-apiserver lets the decision see them all.
+const quotaSettle = 2 * time.Second

@@ -54,7 +54,37 @@ func (r *Reconciler) loadTree(ctx context.Context, s *scope) (done bool, err err
 		return true, err
 	}
 	s.children = tenancy.Children(children.Items)
+	if !tenancy.IsRoot(key) {
+		siblings := &tenancyv1.TenantList{}
+		if err := r.List(ctx, siblings, client.InNamespace(t.Namespace)); err != nil {
+			return true, err
+		}
+		s.siblings = siblings.Items
+	}
 	return false, nil
+}
+
+// parent is the tenant's parent, or nil for the root.
+func (s *scope) parent() *tenancyv1.Tenant {
+	if a := s.ancestors(); len(a) > 0 {
+		return a[len(a)-1]
+	}
+	return nil
+}
+
+// quotaFit says why the tenant's quota does not fit its parent's, first come first served.
+func (s *scope) quotaFit() field.ErrorList {
+	if p := s.parent(); p != nil {
+		return tenancy.FitQuota(s.tenant, p, s.siblings)
+	}
+	return nil
+}
+
+func quotaReason(errs field.ErrorList) string {
+	if errs[0].Type == field.ErrorTypeRequired {
+		return tenancyv1.QuotaNotDeclaredReason
+	}
+	return tenancyv1.ParentQuotaExceededReason
 }
 
 func (s *scope) addStall(reason, msg string) {
@@ -92,6 +122,11 @@ func (r *Reconciler) reconcileNamespace(ctx context.Context, s *scope) (ctrl.Res
 		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, "NamespaceTerminating", msg)
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
+	if !found {
+		if res, hold, err := r.holdNewNamespace(ctx, s); hold || err != nil {
+			return res, err
+		}
+	}
 	owner := ""
 	if !found || cur.Annotations[tenancyv1.AnnotationOwnerUID] != "" {
 		owner = string(t.UID) // created, now or before, by this controller: ours to delete later
@@ -103,6 +138,35 @@ func (r *Reconciler) reconcileNamespace(ctx context.Context, s *scope) (ctrl.Res
 	}
 	conditions.MarkTrue(t, tenancyv1.NamespaceReadyCondition, tenancyv1.ReconciledReason, "Namespace "+p.Namespace+" is in place")
 	return ctrl.Result{}, nil
+}
+
+// holdNewNamespace keeps a tenant whose quota does not fit its parent's from getting a namespace:
+// without one nothing can be run, stored or granted on its behalf, and nothing has to be taken
+// back when it is refused. (A tenant whose namespace already exists gets a ResourceQuota of zero
+// instead; see reconcileQuota.) The decision reads the siblings from kube-apiserver, not the cache,
+// after quotaSettle, so that concurrent creations are ordered the same way by every reconcile.
+func (r *Reconciler) holdNewNamespace(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	t, ns := s.tenant, s.placement.Namespace
+	if p := s.parent(); p == nil || len(p.Spec.ResourceQuotas) == 0 {
+		return ctrl.Result{}, false, nil
+	}
+	if wait := time.Until(t.CreationTimestamp.Add(quotaSettle)); wait > 0 {
+		s.deciding = true
+		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, "WaitingForQuota",
+			"Waiting for siblings created at the same time before granting quota")
+		return ctrl.Result{RequeueAfter: wait}, true, nil
+	}
+	live := &tenancyv1.TenantList{}
+	if err := r.APIReader.List(ctx, live, client.InNamespace(t.Namespace)); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	s.siblings = live.Items
+	if errs := s.quotaFit(); len(errs) > 0 {
+		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, quotaReason(errs),
+			fmt.Sprintf("Namespace %s is created once the tenant's quota fits its parent's: %s", ns, errs.ToAggregate().Error()))
+		return ctrl.Result{}, true, nil
+	}
+	return ctrl.Result{}, false, nil
 }
 
 // namespaceReady guards the phases that write into the namespace.
@@ -120,6 +184,11 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result
 	if !namespaceReady(s, tenancyv1.AccessReadyCondition) {
 		return ctrl.Result{}, nil
 	}
+	if !s.fenced || !s.isolated {
+		conditions.MarkFalse(s.tenant, tenancyv1.AccessReadyCondition, "WaitingForQuota",
+			"Role bindings are written once the namespace's ResourceQuota and network policies are in place")
+		return ctrl.Result{}, nil
+	}
 	ns := s.placement.Namespace
 	bindings := append(tenancy.RoleBindings(ns, s.chain, r.GroupPrefix), tenancy.DeliveryRoleBinding(ns, ns, tenancyv1.DeliveryClusterRole))
 	if err := applySet(ctx, r, ns, bindings,
@@ -131,14 +200,34 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result
 }
 
 // reconcileQuota writes what is left of the tenant's quota after its children's reservations as
-// the namespace's ResourceQuota, plus the LimitRange, and checks the quota against the parent's.
+// the namespace's ResourceQuota, plus the LimitRange, once the tenant's quota fits its parent's
+// (first come, first served: tenancy.FitQuota). A tenant that does not fit has no namespace yet
+// (holdNewNamespace) or, when its namespace exists because it fitted before its parent was
+// lowered, gets a ResourceQuota of zero: what runs there stays, nothing new that counts is admitted.
 func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
-	if !namespaceReady(s, tenancyv1.QuotaReadyCondition) {
+	if s.deciding {
+		conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, "WaitingForQuota", "Waiting for siblings created at the same time")
 		return ctrl.Result{}, nil
 	}
+	errs := s.quotaFit()
+	var hard corev1.ResourceList
+	if len(errs) > 0 {
+		reason, msg := quotaReason(errs), errs.ToAggregate().Error()
+		conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, reason, msg)
+		s.addStall(reason, msg)
+		if !conditions.IsTrue(t, tenancyv1.NamespaceReadyCondition) {
+			return ctrl.Result{}, nil
+		}
+		hard = tenancy.ZeroQuota(t, s.parent())
+	} else {
+		if !namespaceReady(s, tenancyv1.QuotaReadyCondition) {
+			return ctrl.Result{}, nil
+		}
+		hard = tenancy.OwnQuota(t, s.children)
+	}
 	ns := s.placement.Namespace
-	if err := applySet(ctx, r, ns, optional(tenancy.ResourceQuota(ns, tenancy.OwnQuota(t, s.children))),
+	if err := applySet(ctx, r, ns, optional(tenancy.ResourceQuota(ns, hard)),
 		func() *corev1.ResourceQuota { return &corev1.ResourceQuota{} }, corev1ac.ExtractResourceQuota, &corev1.ResourceQuotaList{}); err != nil {
 		return failed(s, tenancyv1.QuotaReadyCondition, err)
 	}
@@ -146,18 +235,8 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result,
 		func() *corev1.LimitRange { return &corev1.LimitRange{} }, corev1ac.ExtractLimitRange, &corev1.LimitRangeList{}); err != nil {
 		return failed(s, tenancyv1.QuotaReadyCondition, err)
 	}
-	siblings := &tenancyv1.TenantList{}
-	if err := r.List(ctx, siblings, client.InNamespace(t.Namespace)); err != nil {
-		return ctrl.Result{}, err
-	}
-	if errs := tenancy.ValidateQuota(t, s.ancestors(), siblings.Items); len(errs) > 0 {
-		reason := tenancyv1.ParentQuotaExceededReason
-		if errs[0].Type == field.ErrorTypeRequired {
-			reason = tenancyv1.QuotaNotDeclaredReason
-		}
-		msg := errs.ToAggregate().Error()
-		conditions.MarkFalse(t, tenancyv1.QuotaReadyCondition, reason, msg)
-		s.addStall(reason, msg)
+	s.fenced = true
+	if len(errs) > 0 {
 		return ctrl.Result{}, nil
 	}
 	msg := "No quota declared"
@@ -179,6 +258,7 @@ func (r *Reconciler) reconcileNetworkPolicies(ctx context.Context, s *scope) (ct
 		func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, netv1ac.ExtractNetworkPolicy, &networkingv1.NetworkPolicyList{}); err != nil {
 		return failed(s, tenancyv1.NetworkPolicyReadyCondition, err)
 	}
+	s.isolated = true
 	conditions.MarkTrue(s.tenant, tenancyv1.NetworkPolicyReadyCondition, tenancyv1.ReconciledReason,
 		fmt.Sprintf("%d network policies are in place", len(desired)))
 	return ctrl.Result{}, nil

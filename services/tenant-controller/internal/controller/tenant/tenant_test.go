@@ -157,17 +157,23 @@ func TestQuotaAdmissionAtDepthThree(t *testing.T) {
 	err = k8s.Update(ctx, grown)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 
-	// Lowering the parent is allowed (with a warning), and the children say they no longer fit.
+	// Lowering the parent is allowed (with a warning). Quota goes first come, first served: the
+	// earlier child keeps its share, the later one says it no longer fits, and its namespace's
+	// quota drops to zero.
 	one := get(ctx, g, q1)
 	one.Spec.ResourceQuotas[corev1.ResourceCPU] = resource.MustParse("3")
 	g.Expect(k8s.Update(ctx, one)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(ctx, g, a)
+		got := get(ctx, g, fits)
 		c := condition(got, tenancyv1.QuotaReadyCondition)
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(c.Reason).To(Equal(tenancyv1.ParentQuotaExceededReason))
-		g.Expect(c.Message).To(ContainSubstring("caps it at 3"))
+		g.Expect(c.Message).To(ContainSubstring("caps it at 3, earlier siblings hold 3 (a), 0 is available"))
 		g.Expect(condition(got, "Stalled").Status).To(Equal(metav1.ConditionTrue))
+		rq := &corev1.ResourceQuota{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "tenant-q-one-b", Name: "flotilla-tenant"}, rq)).To(Succeed())
+		g.Expect(rq.Spec.Hard.Cpu().IsZero()).To(BeTrue(), "hard cpu %s", rq.Spec.Hard.Cpu())
+		g.Expect(condition(get(ctx, g, a), tenancyv1.QuotaReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 
 	// Raising it again heals them.
