@@ -3,7 +3,10 @@
 // CRDs, webhooks and manifests installed; optionally the real Flux source-controller and
 // helm-controller, a loopback Helm repository of charts, and APIServices for aggregated servers
 // on local ports. It writes <dir>/kubeconfig and <dir>/webhook.env, and stops everything cleanly
-// on SIGTERM or SIGINT. etcd's data stays in <dir>/etcd across runs.
+// on SIGTERM or SIGINT. etcd's data stays in <dir>/etcd across runs. With --users it also writes
+// <dir>/users/<name>.kubeconfig for each example user: a client certificate the apiserver accepts,
+// with the group an OIDC provider would give (tenant-acme-admin, say), so that anyone can sit in a
+// tenant's seat.
 package main
 
 import (
@@ -35,10 +38,12 @@ func main() {
 	charts := flag.String("charts", "", "Comma-separated chart directories to serve as a Helm repository.")
 	chartsPort := flag.Int("charts-port", 18080, "Port on 127.0.0.1 of the Helm repository.")
 	apiServices := flag.String("apiservices", "", "Comma-separated group/version=port: APIServices pointing at aggregated servers on 127.0.0.1.")
+	users := flag.String("users", "", "Comma-separated name=group: users to write a kubeconfig for (<dir>/users/<name>.kubeconfig).")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
-		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices)}
+		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices),
+		users: split(*users)}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
@@ -55,7 +60,7 @@ func split(s string) []string {
 type options struct {
 	dir                               string
 	crds, webhooks, apply, moduleCRDs []string
-	charts, apiServices               []string
+	charts, apiServices, users        []string
 	webhookPort, chartsPort           int
 	flux                              bool
 }
@@ -130,6 +135,9 @@ func run(o options) error {
 	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600); err != nil {
 		return err
 	}
+	if err := writeUserKubeconfigs(env, filepath.Join(dir, "users"), o.users); err != nil {
+		return err
+	}
 	w := env.WebhookInstallOptions
 	webhookEnv := fmt.Sprintf("WEBHOOK_PORT=%d\nWEBHOOK_CERT_DIR=%s\n", w.LocalServingPort, w.LocalServingCertDir)
 	if err := os.WriteFile(filepath.Join(dir, "webhook.env"), []byte(webhookEnv), 0o600); err != nil {
@@ -141,5 +149,33 @@ func run(o options) error {
 	<-sig
 	fmt.Println("stopping control plane")
 	_ = os.Remove(filepath.Join(dir, "kubeconfig"))
+	return nil
+}
+
+// writeUserKubeconfigs writes a kubeconfig per name=group: a user of that name in that group.
+func writeUserKubeconfigs(env *testenv.Env, dir string, users []string) error {
+	if len(users) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, u := range users {
+		name, group, ok := strings.Cut(u, "=")
+		if !ok || name == "" || group == "" {
+			return fmt.Errorf("--users: want name=group, got %q", u)
+		}
+		user, err := env.AddUser(envtest.User{Name: name, Groups: []string{group}}, nil)
+		if err != nil {
+			return err
+		}
+		raw, err := user.KubeConfig()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".kubeconfig"), raw, 0o600); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -143,9 +144,8 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 	s.kinds.Store(&map[string]*served{})
 	generic.Handler.NonGoRestfulMux.Handle(groupPath, s)
 	generic.Handler.NonGoRestfulMux.HandlePrefix(groupPath+"/", s)
-	if err := s.openapi.RegisterOpenAPIV3VersionedService("/openapi/v3", generic.Handler.NonGoRestfulMux); err != nil {
-		return nil, err
-	}
+	generic.Handler.NonGoRestfulMux.Handle("/openapi/v3", http.HandlerFunc(s.openapi.HandleDiscovery))
+	generic.Handler.NonGoRestfulMux.HandlePrefix("/openapi/v3/", currentOpenAPI(http.HandlerFunc(s.openapi.HandleGroupVersion)))
 	generic.DiscoveryGroupManager.AddGroup(apiGroup())
 	s.publish(map[string]*served{})
 	return s, nil
