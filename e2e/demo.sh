@@ -77,6 +77,7 @@ up() {
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port" \
       --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml" \
       --webhook-port "$webhook_port" \
+      --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
     for _ in $(seq 300); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done
@@ -132,6 +133,21 @@ up() {
   kubectl get -n tenant-acme postgres -o wide
   echo
 
+  say "a tenant's seat: acme's administrator (group tenant-acme-admin, as OIDC would give it)"
+  as_acme=(kubectl --kubeconfig "$state/users/acme-admin.kubeconfig" --cache-dir "$state/kube-cache-acme-admin")
+  "${as_acme[@]}" apply -f - <<'YAML'
+apiVersion: apps.flotilla.dev/v1alpha1
+kind: Redis
+metadata: {name: cache, namespace: tenant-acme}
+spec: {replicas: 1}
+YAML
+  "${as_acme[@]}" wait -n tenant-acme redis/cache --for=condition=Ready --timeout=120s
+  "${as_acme[@]}" get -n tenant-acme postgres,redis
+  echo "  beta's administrator, in acme's namespace:"
+  kubectl --kubeconfig "$state/users/beta-admin.kubeconfig" --cache-dir "$state/kube-cache-beta-admin" \
+    get -n tenant-acme postgres 2>&1 | sed 's/^/    /' || true
+  echo
+
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     sort | awk -F'\t' 'BEGIN{printf "%-28s %-22s %-26s %s\n","TENANT","NAMESPACE","HOST","READY"}
@@ -142,6 +158,7 @@ up() {
   say "ready in $((SECONDS - start))s. Point kubectl at it:"
   echo "    export KUBECONFIG=$state/kubeconfig PATH=$bin:\$PATH"
   echo "    kubectl get tenants.tenancy.flotilla.dev -A; kubectl get postgres -A"
+  echo "  or sit in a tenant's seat: export KUBECONFIG=$state/users/acme-admin.kubeconfig (also acme-viewer, beta-admin)"
   echo "  logs: .local/logs/   stop: make demo-down"
 }
 

@@ -36,8 +36,16 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, " True"); n < 3 {
-		t.Errorf("want 3 Ready tenants in the tree, found %d:\n%s", n, out)
+	if n := strings.Count(out, " True"); n < 4 {
+		t.Errorf("want 4 Ready tenants in the tree, found %d:\n%s", n, out)
+	}
+	// The tenant's seat: acme's administrator orders a Redis right after the platform is up;
+	// beta's may not even read acme's apps.
+	for _, want := range []string{"redis.apps.flotilla.dev/cache created", "redis.apps.flotilla.dev/cache condition met",
+		`User "beta-admin" cannot list resource "postgreses"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
 	}
 	ordered := false
 	for _, line := range strings.Split(out, "\n") {

@@ -220,7 +220,7 @@ func (s *appStorage) admit(app, old *unstructured.Unstructured) error {
 	if len(app.GetFinalizers()) > 0 {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "finalizers"), "apps do not support finalizers"))
 	}
-	if raw, err := json.Marshal(app.Object["spec"]); err != nil || len(raw) > MaxSpecBytes {
+	if raw, err := json.Marshal(app.Object["spec"]); err == nil && len(raw) > MaxSpecBytes {
 		errs = append(errs, field.TooLong(field.NewPath("spec"), "", MaxSpecBytes))
 	}
 	if len(errs) == 0 {
