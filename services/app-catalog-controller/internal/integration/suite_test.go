@@ -14,6 +14,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -81,7 +82,7 @@ func setup(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	for _, add := range []func(*runtime.Scheme) error{sourcev1.AddToScheme, tenancyv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{sourcev1.AddToScheme, tenancyv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(apiserver.Scheme); err != nil {
 			return err
 		}
