@@ -93,7 +93,7 @@ func BenchmarkAppsAPI(b *testing.B) {
 	waitServed(b, admin)
 	tenant := newSeat(b, dir, must(user.KubeConfig()), "tenant-t00")
 	// The apps API has just become served: how long until the tenant's first create.
-	servedToCreate := tenant.firstCreate(b, time.Now(), "apps.flotilla.dev/v1alpha1", "Postgres", "first")
+	servedToCreate := tenant.firstCreate(b, time.Now(), "apps.flotilla.dev/v1alpha1", "Postgres", "first", "{}")
 	progress("measuring kinds added live (an ApplicationDefinition, then a CRD as the reference)")
 	liveApp, liveCRD := tenant.liveKinds(b, ctx, env.Client, 5)
 
@@ -242,7 +242,7 @@ func measure(b *testing.B, admin, alice, direct, aliceDirect *endpoint, scale in
 	}
 	hrPath := func() string {
 		ns, name := appName(rng.IntN(scale))
-		return fmt.Sprintf("/apis/helm.toolkit.fluxcd.io/v2/namespaces/%s/helmreleases/pg-%s?resourceVersion=0", ns, name)
+		return fmt.Sprintf("/apis/helm.toolkit.fluxcd.io/v2/namespaces/%s/helmreleases/pg-%s?resourceVersion=0", tenancyv1.DeliveryNamespace(ns), name)
 	}
 	series := func(n int, e *endpoint, path func() string) []time.Duration {
 		for range max(5, n/15) { // warm up connections and caches

@@ -39,8 +39,8 @@ func newSeat(b *testing.B, dir string, kubeconfig []byte, ns string) *seat {
 }
 
 // firstCreate is the time from start until the tenant's kubectl creates the object.
-func (s *seat) firstCreate(b *testing.B, start time.Time, apiVersion, kind, name string) time.Duration {
-	manifest := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: %s, namespace: %s}\nspec: {note: hi}\n", apiVersion, kind, name, s.ns)
+func (s *seat) firstCreate(b *testing.B, start time.Time, apiVersion, kind, name, spec string) time.Duration {
+	manifest := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: %s, namespace: %s}\nspec: %s\n", apiVersion, kind, name, s.ns, spec)
 	for {
 		cache, err := os.MkdirTemp("", "kubectl-cache-")
 		check(b, err)
@@ -72,7 +72,7 @@ func (s *seat) liveKinds(b *testing.B, ctx context.Context, c ctrlclient.Client,
 		def.Spec.Schema.Raw = []byte(seatSchema)
 		start := time.Now()
 		check(b, c.Create(ctx, def))
-		app = append(app, s.firstCreate(b, start, "apps.flotilla.dev/v1alpha1", kind, "first"))
+		app = append(app, s.firstCreate(b, start, "apps.flotilla.dev/v1alpha1", kind, "first", "{note: hi}"))
 
 		props := &apiextensionsv1.JSONSchemaProps{}
 		check(b, json.Unmarshal([]byte(seatSchema), props))
@@ -94,7 +94,7 @@ func (s *seat) liveKinds(b *testing.B, ctx context.Context, c ctrlclient.Client,
 		}
 		start = time.Now()
 		check(b, c.Create(ctx, crdObj))
-		crd = append(crd, s.firstCreate(b, start, group+"/v1", kind, "first"))
+		crd = append(crd, s.firstCreate(b, start, group+"/v1", kind, "first", "{note: hi}"))
 	}
 	return app, crd
 }

@@ -51,7 +51,7 @@ const (
 var chart = filepath.Join("..", "..", "..", "..", "deploy", "charts", "tenant-controller")
 
 // BenchmarkTenantTree reports, in one run on one control plane:
-//   - floor-s: seconds to create the namespaces, role bindings, quotas and network policies of the
+//   - floor-s: seconds to create the namespaces, role bindings, quotas, network policies and delivery objects of the
 //     tree directly with client-go, `workers` at a time;
 //   - controller-s: seconds from the first Tenant created to all 1,000 Ready;
 //   - ratio: controller-s / floor-s;
@@ -180,6 +180,16 @@ func measureFloor(ctx context.Context, b *testing.B, c client.Client, tree []nod
 			convert(np, o)
 			objs = append(objs, o)
 		}
+		// The delivery namespace, its ServiceAccount and the delivery identity's two bindings.
+		dns := &corev1.Namespace{}
+		convert(tenancy.DeliveryNamespace(n.place, "uid"), dns)
+		dns.Name = "floor-" + dns.Name
+		sa := &corev1.ServiceAccount{}
+		convert(tenancy.DeliveryServiceAccount(dns.Name), sa)
+		inTenant, inDelivery := &rbacv1.RoleBinding{}, &rbacv1.RoleBinding{}
+		convert(tenancy.DeliveryRoleBinding(p.Namespace, n.place.Namespace, tenancyv1.DeliveryClusterRole), inTenant)
+		convert(tenancy.DeliveryRoleBinding(dns.Name, n.place.Namespace, tenancyv1.DeliveryStorageClusterRole), inDelivery)
+		objs = append(objs, dns, sa, inTenant, inDelivery)
 		for _, o := range objs {
 			if err := c.Create(ctx, o); err != nil {
 				return err
@@ -419,7 +429,7 @@ func writeResult(b *testing.B, r result) {
 
 | figure | value | goal |
 |---|---|---|
-| floor: the same namespaces, role bindings, quotas and network policies created directly with client-go (%d in parallel) | %.1f s | |
+| floor: the same namespaces, role bindings, quotas, network policies and delivery namespaces with their ServiceAccount and bindings, created directly with client-go (%d in parallel) | %.1f s | |
 | tenant-controller: first Tenant created → all %d Ready (a client creating each tenant once its parent exists) | %.1f s | |
 | ratio controller / floor | **%.2f×** | ≤ 1.5× (%s) |
 | API writes by the controller in the %d s after convergence | **%d** | 0 (%s) |
