@@ -5,6 +5,8 @@ go 1.26.8
 require (
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/flotilla-dev/flotilla/libs/apis v0.0.0
+	github.com/flotilla-dev/flotilla/libs/testenv v0.0.0
+	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/controller-runtime v0.25.2
@@ -61,7 +63,6 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
@@ -73,3 +74,5 @@ require (
 )
 
 replace github.com/flotilla-dev/flotilla/libs/apis => ../apis
+
+replace github.com/flotilla-dev/flotilla/libs/testenv => ../testenv

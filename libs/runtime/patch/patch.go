@@ -8,6 +8,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,7 +56,10 @@ func (h *Helper) Status(ctx context.Context, c client.Client, obj client.Object)
 		return false, err
 	}
 	if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return false, fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return false, nil // deleted since it was read: nothing left to report
+		}
+		return false, fmt.Errorf("patching status: %w", err)
 	}
 	h.before = obj.DeepCopyObject().(client.Object)
 	return true, nil

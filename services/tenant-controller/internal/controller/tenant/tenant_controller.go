@@ -99,8 +99,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return r.reconcileNormal(ctx, s)
 }
 
-// reconcileNormal runs the phases in order; each owns one condition. Errors are aggregated and
-// the shortest requeue wins.
+// reconcileNormal runs the phases in order; each owns one condition. Errors are aggregated; when
+// there is none, the shortest requeue wins.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if done, err := r.loadTree(ctx, s); done || err != nil {
 		return ctrl.Result{}, err
@@ -120,7 +120,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		errs = append(errs, err)
 		res = lowestRequeue(res, pr)
 	}
-	return res, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err // controller-runtime ignores a RequeueAfter returned with an error
+	}
+	return res, nil
 }
 
 func (r *Reconciler) addFinalizer(ctx context.Context, t *tenancyv1.Tenant) error {
