@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	github.com/flotilla-dev/flotilla/libs/apis v0.0.0
 	github.com/flotilla-dev/flotilla/libs/runtime v0.0.0
-	github.com/flotilla-dev/flotilla/libs/testenv v0.0.0-00010101000000-000000000000
+	github.com/flotilla-dev/flotilla/libs/testenv v0.0.0
 	github.com/flotilla-dev/flotilla/services/tenant-controller/api v0.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/mattfenwick/cyclonus v0.5.6
