@@ -54,21 +54,15 @@ const (
 // no definition schema may declare it and no customer may set it.
 const PlatformValuesKey = "flotilla"
 
-// ConflictsWithBuiltin reports whether the catalog controller found the definition's current
-// generation clashing with a built-in resource; the apps apiserver does not serve such a kind.
-func ConflictsWithBuiltin(def *ApplicationDefinition) bool {
-	return stalledFor(def, BuiltinConflictReason)
-}
-
-// NotDeliverable reports whether the catalog controller found that the definition's chart
-// creates resources its tenants' delivery identity may not (it is then not served).
-func NotDeliverable(def *ApplicationDefinition) bool {
-	return stalledFor(def, DeliveryNotPermittedReason)
-}
-
-func stalledFor(def *ApplicationDefinition, reason string) bool {
+// Withheld reports whether the catalog controller found the definition's current generation
+// unservable for a reason only it can judge: a name a built-in resource uses
+// (BuiltinConflictReason), or a chart that creates what the tenants' delivery identity may not
+// (DeliveryNotPermittedReason). The apps apiserver does not serve such a kind, and it claims no
+// name against other definitions.
+func Withheld(def *ApplicationDefinition) bool {
 	for _, c := range def.Status.Conditions {
-		if c.Type == "Stalled" && c.Status == "True" && c.Reason == reason && c.ObservedGeneration == def.Generation {
+		if c.Type == "Stalled" && c.Status == "True" && c.ObservedGeneration == def.Generation &&
+			(c.Reason == BuiltinConflictReason || c.Reason == DeliveryNotPermittedReason) {
 			return true
 		}
 	}

@@ -199,7 +199,7 @@ func (s *Server) rebuild(ctx context.Context) {
 	}
 	var candidates []*catalogv1.ApplicationDefinition
 	for i := range defs.Items {
-		if !catalogv1.ConflictsWithBuiltin(&defs.Items[i]) && !catalogv1.NotDeliverable(&defs.Items[i]) {
+		if !catalogv1.Withheld(&defs.Items[i]) {
 			candidates = append(candidates, &defs.Items[i])
 		}
 	}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,11 +11,11 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
 )
 
 // seatSchema is the schema of the kinds the tenant's seat is measured on.
@@ -74,24 +73,14 @@ func (s *seat) liveKinds(b *testing.B, ctx context.Context, c ctrlclient.Client,
 		check(b, c.Create(ctx, def))
 		app = append(app, s.firstCreate(b, start, "apps.flotilla.dev/v1alpha1", kind, "first", "{note: hi}"))
 
-		props := &apiextensionsv1.JSONSchemaProps{}
-		check(b, json.Unmarshal([]byte(seatSchema), props))
 		group := fmt.Sprintf("seat%d.example.org", i)
 		grant := &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "seat-" + group, Labels: map[string]string{"flotilla.dev/aggregate-to-tenant-admin": "true"}},
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch", "create"}}},
 		}
 		check(b, c.Create(ctx, grant))
-		crdObj := &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: group, Scope: apiextensionsv1.NamespaceScoped,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural},
-				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": *props}}}}},
-			},
-		}
+		crdObj, err := apiservertest.CRD(group, kind, plural, seatSchema)
+		check(b, err)
 		start = time.Now()
 		check(b, c.Create(ctx, crdObj))
 		crd = append(crd, s.firstCreate(b, start, group+"/v1", kind, "first", "{note: hi}"))

@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,13 +10,12 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/libs/testenv"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
 )
 
 // jotSchema is the values schema of the conformance kind and of its CRD twin.
@@ -192,14 +189,7 @@ func manifest(apiVersion, kind, ns, name, note string) string {
 // kubectlEdit runs kubectl edit with an editor that changes the note.
 func kubectlEdit(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
-	cmd.Env = append(os.Environ(), `KUBE_EDITOR=sed -i s/note:\ a/note:\ c/`)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return kubectlEnv(t, []string{`KUBE_EDITOR=sed -i s/note:\ a/note:\ c/`}, "", args...)
 }
 
 // installTwin makes the reference: a CRD of the same schema, granted to the tenant roles the way
@@ -207,19 +197,9 @@ func kubectlEdit(t *testing.T, args ...string) (string, error) {
 func installTwin(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	schema := &apiextensionsv1.JSONSchemaProps{}
-	if err := json.Unmarshal([]byte(jotSchema), schema); err != nil {
+	crd, err := apiservertest.CRD("twin.flotilla.dev", "Jot", "jots", jotSchema)
+	if err != nil {
 		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "jots.twin.flotilla.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "twin.flotilla.dev", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Jot", Plural: "jots", Singular: "jot", ListKind: "JotList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": *schema}}}}},
-		},
 	}
 	if err := kube.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -216,12 +216,19 @@ func zapLevel() int8 {
 // kubectl runs the real kubectl as the admin, or as user (impersonated) when given.
 func kubectl(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
+	return kubectlEnv(t, nil, stdin, args...)
+}
+
+// kubectlEnv is kubectl with extra environment variables (KUBE_EDITOR, say).
+func kubectlEnv(t testing.TB, env []string, stdin string, args ...string) (string, error) {
+	t.Helper()
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A fresh discovery cache per call: kubectl's cache would hide kinds added since.
 	cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

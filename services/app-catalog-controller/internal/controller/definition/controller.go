@@ -121,7 +121,7 @@ func (r *Reconciler) judge(ctx context.Context, def *catalogv1.ApplicationDefini
 		other := &all.Items[i]
 		if other.Name == def.Name {
 			candidates = append(candidates, def)
-		} else if !catalogv1.ConflictsWithBuiltin(other) && !catalogv1.NotDeliverable(other) {
+		} else if !catalogv1.Withheld(other) {
 			candidates = append(candidates, other)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -151,9 +152,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	isDelivery := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[tenancyv1.LabelDeliveryFor] != "" })
 	b := ctrl.NewControllerManagedBy(mgr).Named("deliverysource").
 		For(&corev1.Namespace{}, builder.WithPredicates(isDelivery)).
+		// An app's source can change only with its definition (watched below): of its HelmRelease,
+		// only creation and deletion matter, not helm-controller's many status writes.
 		Watches(&helmv2.HelmRelease{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
-		})).
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Watches(&catalogv1.ApplicationDefinition{}, handler.EnqueueRequestsFromMapFunc(r.namespacesUsingDefinition))
 	for _, kind := range SourceKinds {
 		src := &unstructured.Unstructured{}

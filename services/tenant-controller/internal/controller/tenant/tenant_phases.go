@@ -106,21 +106,12 @@ func (r *Reconciler) reconcileNamespace(ctx context.Context, s *scope) (ctrl.Res
 	t.Status.Namespace, t.Status.Path, t.Status.Depth = p.Namespace, p.Path, int32(p.Depth)
 	t.Status.Host, t.Status.SchedulingClass, t.Status.Services = eff.Host, eff.SchedulingClass, eff.Services
 
-	cur := &corev1.Namespace{}
-	err := r.Get(ctx, types.NamespacedName{Name: p.Namespace}, cur)
-	if apierrors.IsNotFound(err) {
-		// The cache may lag behind a namespace someone else just made: ask the API server before
-		// claiming the namespace as ours.
-		err = r.APIReader.Get(ctx, types.NamespacedName{Name: p.Namespace}, cur)
-	}
-	found := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
+	cur, found, err := r.readNamespace(ctx, p.Namespace)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if found && !cur.DeletionTimestamp.IsZero() {
-		msg := fmt.Sprintf("Namespace %s is still terminating; it will be recreated once gone", p.Namespace)
-		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, "NamespaceTerminating", msg)
-		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		return waitTerminating(t, tenancyv1.NamespaceReadyCondition, p.Namespace), nil
 	}
 	if !found {
 		if res, hold, err := r.holdNewNamespace(ctx, s); hold || err != nil {
@@ -167,6 +158,27 @@ func (r *Reconciler) holdNewNamespace(ctx context.Context, s *scope) (ctrl.Resul
 		return ctrl.Result{}, true, nil
 	}
 	return ctrl.Result{}, false, nil
+}
+
+// readNamespace reads a namespace the controller may claim; found is false when it does not
+// exist. The cache may lag behind a namespace someone else just made: a miss is asked of the API
+// server before the namespace is claimed as ours.
+func (r *Reconciler) readNamespace(ctx context.Context, name string) (*corev1.Namespace, bool, error) {
+	ns := &corev1.Namespace{}
+	err := r.Get(ctx, types.NamespacedName{Name: name}, ns)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, types.NamespacedName{Name: name}, ns)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	return ns, err == nil, err
+}
+
+// waitTerminating reports, in cond, a namespace that must finish terminating before it is made again.
+func waitTerminating(t *tenancyv1.Tenant, cond, name string) ctrl.Result {
+	conditions.MarkFalse(t, cond, "NamespaceTerminating", fmt.Sprintf("Namespace %s is still terminating; it will be recreated once gone", name))
+	return ctrl.Result{RequeueAfter: 10 * time.Second}
 }
 
 // namespaceReady guards the phases that write into the namespace.
@@ -322,13 +334,8 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	name := tenancyv1.DeliveryNamespace(p.Namespace)
-	cur := &corev1.Namespace{}
-	err := r.Get(ctx, types.NamespacedName{Name: name}, cur)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, types.NamespacedName{Name: name}, cur)
-	}
-	found := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
+	cur, found, err := r.readNamespace(ctx, name)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if found && cur.Annotations[tenancyv1.AnnotationOwnerUID] != string(t.UID) {
@@ -338,9 +345,7 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if found && !cur.DeletionTimestamp.IsZero() {
-		msg := fmt.Sprintf("Namespace %s is still terminating; it will be recreated once gone", name)
-		conditions.MarkFalse(t, tenancyv1.DeliveryReadyCondition, "NamespaceTerminating", msg)
-		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		return waitTerminating(t, tenancyv1.DeliveryReadyCondition, name), nil
 	}
 	if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Name: name}, &corev1.Namespace{},
 		tenancy.DeliveryNamespace(p, string(t.UID)), corev1ac.ExtractNamespace, tenancy.FieldOwner); err != nil {
