@@ -11,14 +11,14 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // A LIST written from the apps' memoized JSON is the JSON the encoder writes for the same list.
 func TestListJSONIsTheEncodersJSON(t *testing.T) {
 	k := starterKind(t, "postgres")
-	st := newStore(10)
+	st := newStore(HistoryLimits{Changes: 10, Bytes: 1 << 20})
+	var objs []any
 	for i := range 5 {
 		app := newApp(k, map[string]any{"replicas": int64(1 + i)})
 		app.SetName(fmt.Sprintf("db%d", i))
@@ -29,9 +29,11 @@ func TestListJSONIsTheEncodersJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		hr.ResourceVersion = fmt.Sprint(i + 1)
-		st.apply(watch.Added, hr, true)
+		objs = append(objs, hr)
 	}
-	st.markSynced()
+	if err := st.Replace(objs, "5"); err != nil {
+		t.Fatal(err)
+	}
 	s := &appStorage{kind: k, store: st}
 	obj, err := s.List(genericapirequest.WithNamespace(context.Background(), ""), nil)
 	if err != nil {

@@ -15,9 +15,10 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/spf13/pflag"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -25,11 +26,11 @@ import (
 	"k8s.io/apiserver/pkg/util/compatibility"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kube-openapi/pkg/handler3"
 	"k8s.io/kube-openapi/pkg/spec3"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,9 +50,11 @@ type Options struct {
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Authentication *genericoptions.DelegatingAuthenticationOptions
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
-	// History is how many changes the watch cache keeps for watches resuming from a
-	// resourceVersion.
-	History int
+	// History bounds the changes the watch cache keeps for watches resuming from a
+	// resourceVersion and for lists at an earlier one.
+	History HistoryLimits
+	// BookmarkInterval is how often watches that allow bookmarks get one.
+	BookmarkInterval time.Duration
 }
 
 // NewOptions returns the defaults: port 8443, delegated authentication and authorization.
@@ -60,7 +63,8 @@ func NewOptions() *Options {
 		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
 		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
 		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
-		History:        100000,
+		History:          HistoryLimits{Changes: 10000, Bytes: 64 << 20},
+		BookmarkInterval: time.Minute,
 	}
 	o.SecureServing.BindPort = 8443
 	o.SecureServing.ServerCert.PairName = "apiserver"
@@ -72,7 +76,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.SecureServing.AddFlags(fs)
 	o.Authentication.AddFlags(fs)
 	o.Authorization.AddFlags(fs)
-	fs.IntVar(&o.History, "watch-history", o.History, "Changes kept for watches that resume from a resourceVersion.")
+	fs.IntVar(&o.History.Changes, "watch-history", o.History.Changes, "Changes of each kind kept for watches that resume from a resourceVersion and lists at an earlier one.")
+	fs.Int64Var(&o.History.Bytes, "watch-history-bytes", o.History.Bytes, "Estimated bytes of changes kept over all kinds; over it, the kind with the largest history loses its oldest changes.")
+	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", o.BookmarkInterval, "How often watches that allow bookmarks get one.")
 }
 
 // Scheme holds the typed objects the server reads and writes in kube-apiserver.
@@ -91,6 +97,9 @@ type Server struct {
 	cache   cache.Cache
 	client  client.Client
 	store   *store
+	// watcher lists and watches HelmReleases for the store.
+	watcher          client.WithWatch
+	bookmarkInterval time.Duration
 	openapi *handler3.OpenAPIService
 	serial  negotiatedSerializer
 	admit   admission.Interface
@@ -122,22 +131,16 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cache.New(kube, cache.Options{
-		Scheme: Scheme,
-		ByObject: map[client.Object]cache.ByObject{
-			// Only HelmReleases that are apps; they are never modified, so no copies.
-			&helmv2.HelmRelease{}: {Label: mustSelector(catalogv1.LabelAppKind), UnsafeDisableDeepCopy: ptr.To(true)},
-		},
-	})
+	c, err := cache.New(kube, cache.Options{Scheme: Scheme})
 	if err != nil {
 		return nil, err
 	}
-	direct, err := client.New(kube, client.Options{Scheme: Scheme})
+	direct, err := client.NewWithWatch(kube, client.Options{Scheme: Scheme})
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		generic: generic, cache: c, client: direct, store: newStore(o.History),
+		generic: generic, cache: c, client: direct, store: newStore(o.History), watcher: direct, bookmarkInterval: o.BookmarkInterval,
 		openapi: handler3.NewOpenAPIService(), serial: newNegotiatedSerializer(),
 		admit: admission.NewChainHandler(), rebuildCh: make(chan struct{}, 1),
 	}
@@ -153,13 +156,22 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 
 // Run starts the caches and serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	hrInformer, err := s.cache.GetInformer(ctx, &helmv2.HelmRelease{})
-	if err != nil {
-		return err
+	// Only HelmReleases that are apps. The store is the reflector's own: no informer, no resync.
+	apps := func(opts *metav1.ListOptions) *client.ListOptions {
+		opts.LabelSelector = catalogv1.LabelAppKind
+		return &client.ListOptions{Raw: opts}
 	}
-	if _, err := hrInformer.AddEventHandler(s.store.handler()); err != nil {
-		return err
-	}
+	reflector := toolscache.NewReflectorWithOptions(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list := &helmv2.HelmReleaseList{}
+			return list, s.watcher.List(ctx, list, apps(&opts))
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return s.watcher.Watch(ctx, &helmv2.HelmReleaseList{}, apps(&opts))
+		},
+	}, &helmv2.HelmRelease{}, s.store, toolscache.ReflectorOptions{Name: "apps"})
+	go reflector.RunWithContext(ctx)
+	go s.store.bookmarks(ctx, s.bookmarkInterval)
 	defInformer, err := s.cache.GetInformer(ctx, &catalogv1.ApplicationDefinition{})
 	if err != nil {
 		return err
@@ -175,7 +187,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("caches did not sync")
 	}
-	s.store.markSynced()
+	select {
+	case <-s.store.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	s.rebuild(ctx)
 	go func() {
 		for {
@@ -262,12 +278,6 @@ func (s *Server) touchAPIService(ctx context.Context, kinds map[string]*served) 
 		return
 	}
 	s.lastHash = hash
-}
-
-func mustSelector(key string) labels.Selector {
-	sel, err := labels.Parse(key)
-	utilruntime.Must(err)
-	return sel
 }
 
 // The apps apiserver's permissions (the chart's apiserver ClusterRole is generated from these):

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
@@ -115,19 +115,74 @@ func (s *appStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions)
 	return s.store.app(s.kind, hr)
 }
 
-// List implements rest.Lister. Label selectors apply to the app's labels; field selectors to
-// metadata.name and metadata.namespace. The whole list is returned in one page.
+// List implements rest.Lister, with kube-apiserver's resourceVersion semantics:
+//   - none or 0: the current apps;
+//   - N (NotOlderThan): the current apps once the store has seen N (504 after a few seconds);
+//   - N, Exact: the apps as they were at N, from the history (410 when it no longer reaches N);
+//   - limit and continue: pages of one snapshot in namespace/name order, the continue token
+//     holding its resourceVersion (with resourceVersion 0 the whole list, as from kube-apiserver's
+//     watch cache).
+//
+// Label selectors apply to the app's labels; field selectors to metadata.name and
+// metadata.namespace.
 func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	if opts == nil {
+		opts = &metainternalversion.ListOptions{}
+	}
 	keep, err := s.filter(opts)
 	if err != nil {
 		return nil, err
 	}
-	hrs, rv := s.store.list(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), keep)
-	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int {
-		return cmp.Or(strings.Compare(catalog.AppNamespace(a), catalog.AppNamespace(b)), strings.Compare(a.Name, b.Name))
-	})
+	var at uint64
+	from, limit := "", opts.Limit
+	switch {
+	case opts.Continue != "":
+		key, rv, err := storage.DecodeContinue(opts.Continue, "/")
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+		}
+		at, from = uint64(rv), key
+	case opts.ResourceVersion == "0":
+		limit = 0
+	case opts.ResourceVersion != "":
+		rv, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
+		if err != nil {
+			return nil, apierrors.NewBadRequest("resourceVersion must be a number: " + opts.ResourceVersion)
+		}
+		if err := s.store.waitFresh(ctx, rv); err != nil {
+			return nil, err
+		}
+		if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+			at = rv
+		}
+	}
+	namespace := genericapirequest.NamespaceValue(ctx)
+	hrs, rv, err := s.store.list(s.kind.GVK.Kind, namespace, at, keep)
+	if apierrors.IsResourceExpired(err) && from != "" {
+		return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int { return strings.Compare(listKey(a), listKey(b)) })
+	if from != "" {
+		first, _ := slices.BinarySearchFunc(hrs, from, func(hr *helmv2.HelmRelease, from string) int { return strings.Compare(listKey(hr), from) })
+		hrs = hrs[first:]
+	}
 	list := s.NewList().(*unstructured.UnstructuredList)
-	list.SetResourceVersion(fmt.Sprint(rv))
+	list.SetResourceVersion(strconv.FormatUint(rv, 10))
+	if limit > 0 && int64(len(hrs)) > limit {
+		remaining := int64(len(hrs)) - limit
+		hrs = hrs[:limit]
+		token, err := storage.EncodeContinue(listKey(hrs[len(hrs)-1])+"\x00", "/", int64(rv))
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		list.SetContinue(token)
+		if (opts.LabelSelector == nil || opts.LabelSelector.Empty()) && (opts.FieldSelector == nil || opts.FieldSelector.Empty()) {
+			list.SetRemainingItemCount(&remaining)
+		}
+	}
 	if len(hrs) == 0 {
 		return list, nil
 	}
@@ -144,6 +199,13 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	return out, nil
 }
 
+// listKey orders a list and places its pages: /namespace/name of the app.
+func listKey(hr *helmv2.HelmRelease) string {
+	return "/" + catalog.AppNamespace(hr) + "/" + hr.Labels[catalogv1.LabelAppName]
+}
+
+// filter is a list's or watch's selectors as a test on an app's HelmRelease. Labels are the
+// app's: the platform's apps.flotilla.dev/ keys, which an app never shows, match nothing.
 func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2.HelmRelease) bool, error) {
 	lsel, fsel := labels.Everything(), fields.Everything()
 	if opts != nil && opts.LabelSelector != nil {
@@ -158,35 +220,38 @@ func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2
 		}
 	}
 	return func(hr *helmv2.HelmRelease) bool {
-		return (lsel.Empty() || lsel.Matches(labels.Set(hr.Labels))) &&
+		return (lsel.Empty() || lsel.Matches(labels.Set(userKeys(hr.Labels)))) &&
 			(fsel.Empty() || fsel.Matches(fields.Set{"metadata.name": hr.Labels[catalogv1.LabelAppName], "metadata.namespace": catalog.AppNamespace(hr)}))
 	}, nil
 }
 
-// Watch implements rest.Watcher, from the store (see store.watch for resourceVersion rules).
+// Watch implements rest.Watcher, from the store (see store.watch for resourceVersion rules). A
+// watch from a resourceVersion the store has not seen yet waits for it, as a list does.
 func (s *appStorage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	if opts == nil {
+		opts = &metainternalversion.ListOptions{}
+	}
 	keep, err := s.filter(opts)
 	if err != nil {
 		return nil, err
 	}
-	w := newWatcher(func(hr *helmv2.HelmRelease) (watch.Event, bool, error) {
-		app, err := s.store.app(s.kind, hr)
-		if err != nil {
-			return watch.Event{}, false, err
+	if rv := parseRV(opts.ResourceVersion); rv > 0 {
+		if err := s.store.waitFresh(ctx, rv); err != nil {
+			return nil, err
 		}
-		return watch.Event{Object: app}, keep(hr), nil
-	}, func(rv uint64) watch.Event {
-		u := s.New().(*unstructured.Unstructured)
-		u.SetResourceVersion(strconv.FormatUint(rv, 10))
-		u.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
-		return watch.Event{Type: watch.Bookmark, Object: u}
-	})
-	rv, initial := "", false
-	if opts != nil {
-		rv = opts.ResourceVersion
-		initial = opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	}
-	if err := s.store.watch(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), rv, initial, w); err != nil {
+	w := newWatcher(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), keep,
+		func(hr *helmv2.HelmRelease) (runtime.Object, error) { return s.store.app(s.kind, hr) },
+		func(rv uint64, initialEnd bool) watch.Event {
+			u := s.New().(*unstructured.Unstructured)
+			u.SetResourceVersion(strconv.FormatUint(rv, 10))
+			if initialEnd {
+				u.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+			}
+			return watch.Event{Type: watch.Bookmark, Object: u}
+		})
+	w.bookmarks = opts.AllowWatchBookmarks
+	if err := s.store.watch(w, opts.ResourceVersion, opts.SendInitialEvents != nil && *opts.SendInitialEvents); err != nil {
 		return nil, err
 	}
 	go w.run()
@@ -200,6 +265,14 @@ func (s *appStorage) Watch(ctx context.Context, opts *metainternalversion.ListOp
 // admit defaults and validates an app before it is written; old is the app before an update.
 func (s *appStorage) admit(app, old *unstructured.Unstructured) error {
 	var errs field.ErrorList
+	if gvk := app.GroupVersionKind(); gvk != s.kind.GVK {
+		if gvk.GroupVersion() != s.kind.GVK.GroupVersion() {
+			errs = append(errs, field.Invalid(field.NewPath("apiVersion"), gvk.GroupVersion().String(), "must be "+s.kind.GVK.GroupVersion().String()))
+		}
+		if gvk.Kind != s.kind.GVK.Kind {
+			errs = append(errs, field.Invalid(field.NewPath("kind"), gvk.Kind, "must be "+s.kind.GVK.Kind))
+		}
+	}
 	name := app.GetName()
 	for _, msg := range validation.IsDNS1123Label(name) {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, msg))
@@ -272,9 +345,7 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("not an app: %T", obj))
 	}
 	if s.kind.Definition.DeletionTimestamp != nil { // every create comes here: POST, PUT and apply
-		err := apierrors.NewMethodNotSupported(s.gr(), "create")
-		err.ErrStatus.Message = "the " + s.kind.GVK.Kind + " definition is being deleted: no new apps of this kind may be created"
-		return nil, err
+		return nil, apierrors.NewForbidden(s.gr(), app.GetName(), fmt.Errorf("the %s definition is being deleted: no new apps of this kind may be created", s.kind.GVK.Kind))
 	}
 	app.SetNamespace(genericapirequest.NamespaceValue(ctx))
 	if err := s.admit(app, nil); err != nil {
@@ -296,7 +367,7 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 	if err := s.client.Create(ctx, hr, &client.CreateOptions{DryRun: opts.DryRun}); err != nil {
 		return nil, s.mapError(err, app.GetName())
 	}
-	s.store.waitFor(ctx, hr.ResourceVersion, readYourWrites)
+	s.store.waitFor(ctx, parseRV(hr.ResourceVersion), readYourWrites)
 	return toApp(s.kind, hr)
 }
 
@@ -378,7 +449,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		if err != nil {
 			return nil, false, s.mapError(err, name)
 		}
-		s.store.waitFor(ctx, hr.ResourceVersion, readYourWrites)
+		s.store.waitFor(ctx, parseRV(hr.ResourceVersion), readYourWrites)
 		updated, err := toApp(s.kind, hr)
 		return updated, false, err
 	}
@@ -444,7 +515,7 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 	} else if err != nil {
 		return nil, false, s.mapError(err, name)
 	}
-	s.store.waitFor(ctx, gone.ResourceVersion, readYourWrites)
+	s.store.waitFor(ctx, parseRV(gone.ResourceVersion), readYourWrites)
 	deleting, err := toApp(s.kind, gone)
 	return deleting, false, err
 }

@@ -1,10 +1,12 @@
 package apiserver
 
 import (
+	"strconv"
 	"sync"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -13,9 +15,12 @@ import (
 // kube-apiserver's watch cache.
 const watcherBuffer = 4096
 
-// watcher is one watch request: the store offers it changes, it converts and filters them and
-// delivers watch.Events to the client.
+// watcher is one watch request: the store offers it the changes of its kind in its namespace, it
+// filters and converts them and delivers watch.Events to the client.
 type watcher struct {
+	kind, namespace string
+	// bookmarks: the client allows bookmarks.
+	bookmarks bool
 	// backlog is what the client gets first (the current apps or the history it missed), set by
 	// the store before the watcher runs; in carries the changes after it.
 	backlog []change
@@ -25,19 +30,19 @@ type watcher struct {
 	once    sync.Once
 	closed  bool // guarded by the store's lock
 
-	convert func(*helmv2.HelmRelease) (watch.Event, bool, error)
-	// bookmark makes the bookmark event ending the initial events at a resourceVersion.
-	bookmark func(rv uint64) watch.Event
-	// hidden holds the apps this client knows not to match its selectors: a change that makes
-	// an app stop matching is sent as DELETED, one that makes it match as ADDED, as
-	// kube-apiserver does. Without selectors every app matches and event types pass through.
-	hidden map[appKey]bool
+	// keep tells whether an app's HelmRelease matches the client's selectors.
+	keep func(*helmv2.HelmRelease) bool
+	// app converts an app's HelmRelease into the object sent (a copy the watcher owns).
+	app func(*helmv2.HelmRelease) (runtime.Object, error)
+	// bookmark makes a bookmark at a resourceVersion; initialEnd marks the end of initial events.
+	bookmark func(rv uint64, initialEnd bool) watch.Event
 }
 
-func newWatcher(convert func(*helmv2.HelmRelease) (watch.Event, bool, error), bookmark func(uint64) watch.Event) *watcher {
+func newWatcher(kind, namespace string, keep func(*helmv2.HelmRelease) bool, app func(*helmv2.HelmRelease) (runtime.Object, error),
+	bookmark func(uint64, bool) watch.Event) *watcher {
 	return &watcher{
-		in: make(chan change, watcherBuffer), out: make(chan watch.Event),
-		done: make(chan struct{}), convert: convert, bookmark: bookmark, hidden: map[appKey]bool{},
+		kind: kind, namespace: namespace, keep: keep, app: app, bookmark: bookmark,
+		in: make(chan change, watcherBuffer), out: make(chan watch.Event), done: make(chan struct{}),
 	}
 }
 
@@ -74,37 +79,41 @@ func (w *watcher) run() {
 	}
 }
 
-// deliver converts, filters and sends one change; false when the client has gone.
+// deliver filters, converts and sends one change; false when the client has gone. With
+// selectors, an app that starts matching them is ADDED and one that stops matching is DELETED
+// (with its last matching content, at the change's resourceVersion), as kube-apiserver does;
+// which one is decided from the change alone, so a watch resumed anywhere in the history gets
+// the same events as one that was there all along.
 func (w *watcher) deliver(c change) bool {
 	if c.typ == watch.Bookmark {
-		return w.send(w.bookmark(c.rv))
+		return w.send(w.bookmark(c.rv, c.initialEnd))
 	}
-	ev, matches, err := w.convert(c.hr)
+	now := c.typ != watch.Deleted && w.keep(c.hr)
+	before := c.prev != nil && w.keep(c.prev)
+	switch {
+	case c.typ == watch.Deleted && w.keep(c.hr):
+		return w.sendApp(watch.Deleted, c.hr, c.rv)
+	case now && before:
+		return w.sendApp(watch.Modified, c.hr, c.rv)
+	case now:
+		return w.sendApp(watch.Added, c.hr, c.rv)
+	case before && c.typ == watch.Modified:
+		return w.sendApp(watch.Deleted, c.prev, c.rv)
+	}
+	return true
+}
+
+func (w *watcher) sendApp(typ watch.EventType, hr *helmv2.HelmRelease, rv uint64) bool {
+	obj, err := w.app(hr)
 	if err != nil {
 		return w.send(watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus})
 	}
-	key := appKey{c.hr.Namespace, c.hr.Name}
-	hidden := w.hidden[key]
-	switch {
-	case c.typ == watch.Deleted:
-		delete(w.hidden, key)
-		if hidden {
-			return true
+	if rv != parseRV(hr.ResourceVersion) { // an app leaving the selectors: its last content, now
+		if u, ok := obj.(interface{ SetResourceVersion(string) }); ok {
+			u.SetResourceVersion(strconv.FormatUint(rv, 10))
 		}
-		ev.Type = watch.Deleted
-	case !matches:
-		w.hidden[key] = true
-		if hidden || c.typ == watch.Added {
-			return true
-		}
-		ev.Type = watch.Deleted
-	case hidden || c.typ == watch.Added:
-		delete(w.hidden, key)
-		ev.Type = watch.Added
-	default:
-		ev.Type = watch.Modified
 	}
-	return w.send(ev)
+	return w.send(watch.Event{Type: typ, Object: obj})
 }
 
 func (w *watcher) send(ev watch.Event) bool {

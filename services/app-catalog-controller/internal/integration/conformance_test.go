@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
@@ -192,12 +193,19 @@ func kubectlEdit(t *testing.T, args ...string) (string, error) {
 	return kubectlEnv(t, []string{`KUBE_EDITOR=sed -i s/note:\ a/note:\ c/`}, "", args...)
 }
 
-// installTwin makes the reference: a CRD of the same schema, granted to the tenant roles the way
-// apps are (read for every role, write for admin). It returns the plural.
+// installTwin makes the reference for the Jot kind. It returns the plural, as kubectl names it.
 func installTwin(t *testing.T) string {
 	t.Helper()
+	twinCRD(t, "Jot", "jots", jotSchema)
+	return "jots.twin.flotilla.dev"
+}
+
+// twinCRD makes a reference: a CRD of kind in twin.flotilla.dev/v1 whose spec has
+// specSchema, granted to the tenant roles the way apps are (read for every role, write for admin).
+func twinCRD(t *testing.T, kind, plural, specSchema string) schema.GroupVersionResource {
+	t.Helper()
 	ctx := context.Background()
-	crd, err := apiservertest.CRD("twin.flotilla.dev", "Jot", "jots", jotSchema)
+	crd, err := apiservertest.CRD("twin.flotilla.dev", kind, plural, specSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +226,10 @@ func installTwin(t *testing.T) string {
 		}
 	}
 	eventually(t, 30*time.Second, "the twin CRD to be served", func() (bool, error) {
-		_, err := kubectl(t, "", "get", "jots.twin.flotilla.dev", "-A")
+		_, err := kubectl(t, "", "get", plural+".twin.flotilla.dev", "-A")
 		return err == nil, nil
 	})
-	return "jots.twin.flotilla.dev"
+	return schema.GroupVersionResource{Group: "twin.flotilla.dev", Version: "v1", Resource: plural}
 }
 
 // starterApps are the starter catalog's apps (deploy/catalog/<app>/definition.yaml).
