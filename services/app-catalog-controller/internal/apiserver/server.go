@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -60,9 +60,9 @@ type Options struct {
 // NewOptions returns the defaults: port 8443, delegated authentication and authorization.
 func NewOptions() *Options {
 	o := &Options{
-		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
-		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
-		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
+		SecureServing:    genericoptions.NewSecureServingOptions().WithLoopback(),
+		Authentication:   genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:    genericoptions.NewDelegatingAuthorizationOptions(),
 		History:          HistoryLimits{Changes: 10000, Bytes: 64 << 20},
 		BookmarkInterval: time.Minute,
 	}
@@ -100,9 +100,9 @@ type Server struct {
 	// watcher lists and watches HelmReleases for the store.
 	watcher          client.WithWatch
 	bookmarkInterval time.Duration
-	openapi *handler3.OpenAPIService
-	serial  negotiatedSerializer
-	admit   admission.Interface
+	openapi          *handler3.OpenAPIService
+	serial           negotiatedSerializer
+	admit            admission.Interface
 
 	kinds     atomic.Pointer[map[string]*served] // by plural
 	compiler  catalog.Compiler
