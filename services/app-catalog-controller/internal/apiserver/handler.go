@@ -32,7 +32,7 @@ import (
 var (
 	groupPath   = "/apis/" + catalogv1.AppsGroupVersion.Group
 	versionPath = "/apis/" + catalogv1.AppsGroupVersion.String()
-	verbs       = metav1.Verbs{"get", "list", "watch", "create", "update", "patch", "delete"}
+	verbs       = metav1.Verbs{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 	// patchTypes: strategic merge patch needs Go types, which apps do not have.
 	patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType), string(types.ApplyCBORPatchType)}
 )
@@ -139,6 +139,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handlers.PatchResource(sv.storage, sv.scope, s.admit, patchTypes)(w, r)
 	case "delete":
 		handlers.DeleteResource(sv.storage, true, sv.scope, s.admit)(w, r)
+	case "deletecollection":
+		handlers.DeleteCollection(sv.storage, true, sv.scope, s.admit)(w, r)
 	default:
 		err := apierrors.NewMethodNotSupported(sv.kind.GVR.GroupResource(), info.Verb)
 		responsewriters.ErrorNegotiated(err, Codecs, schema.GroupVersion{}, w, r)

@@ -24,6 +24,10 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -50,6 +54,9 @@ type Options struct {
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Authentication *genericoptions.DelegatingAuthenticationOptions
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
+	// Admission is kube-apiserver's admission chain for apps, as for any resource it serves:
+	// NamespaceLifecycle, mutating and validating webhooks and admission policies.
+	Admission *genericoptions.AdmissionOptions
 	// History bounds the changes the watch cache keeps for watches resuming from a
 	// resourceVersion and for lists at an earlier one.
 	History HistoryLimits
@@ -63,6 +70,7 @@ func NewOptions() *Options {
 		SecureServing:    genericoptions.NewSecureServingOptions().WithLoopback(),
 		Authentication:   genericoptions.NewDelegatingAuthenticationOptions(),
 		Authorization:    genericoptions.NewDelegatingAuthorizationOptions(),
+		Admission:        genericoptions.NewAdmissionOptions(),
 		History:          HistoryLimits{Changes: 10000, Bytes: 64 << 20},
 		BookmarkInterval: time.Minute,
 	}
@@ -76,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.SecureServing.AddFlags(fs)
 	o.Authentication.AddFlags(fs)
 	o.Authorization.AddFlags(fs)
+	o.Admission.AddFlags(fs)
 	fs.IntVar(&o.History.Changes, "watch-history", o.History.Changes, "Changes of each kind kept for watches that resume from a resourceVersion and lists at an earlier one.")
 	fs.Int64Var(&o.History.Bytes, "watch-history-bytes", o.History.Bytes, "Estimated bytes of changes kept over all kinds; over it, the kind with the largest history loses its oldest changes.")
 	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", o.BookmarkInterval, "How often watches that allow bookmarks get one.")
@@ -127,6 +136,21 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Authorization.Authorizer = listFirst{cfg.Authorization.Authorizer}
+	kc, err := kubernetes.NewForConfig(kube)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := dynamic.NewForConfig(kube)
+	if err != nil {
+		return nil, err
+	}
+	// The admission plugins' informers (webhook configurations, policies, namespaces); the
+	// generic server starts them and is not ready until they have synced.
+	cfg.ClientConfig = kube
+	cfg.SharedInformerFactory = informers.NewSharedInformerFactory(kc, 0)
+	if err := o.Admission.ApplyTo(&cfg.Config, cfg.SharedInformerFactory, kc, dc, feature.DefaultFeatureGate, cfg.EffectiveVersion); err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
 	generic, err := cfg.Complete().New("flotilla-apps", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -142,7 +166,7 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 	s := &Server{
 		generic: generic, cache: c, client: direct, store: newStore(o.History), watcher: direct, bookmarkInterval: o.BookmarkInterval,
 		openapi: handler3.NewOpenAPIService(), serial: newNegotiatedSerializer(),
-		admit: admission.NewChainHandler(), rebuildCh: make(chan struct{}, 1),
+		admit: cfg.AdmissionControl, rebuildCh: make(chan struct{}, 1),
 	}
 	s.kinds.Store(&map[string]*served{})
 	generic.Handler.NonGoRestfulMux.Handle(groupPath, s)
@@ -283,6 +307,7 @@ func (s *Server) touchAPIService(ctx context.Context, kinds map[string]*served) 
 // The apps apiserver's permissions (the chart's apiserver ClusterRole is generated from these):
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations;validatingadmissionpolicies;validatingadmissionpolicybindings;mutatingadmissionpolicies;mutatingadmissionpolicybindings,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;patch;deletecollection
 // +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;patch,resourceNames=v1alpha1.apps.flotilla.dev

@@ -59,14 +59,15 @@ type appStorage struct {
 }
 
 var (
-	_ rest.Getter          = &appStorage{}
-	_ rest.Lister          = &appStorage{}
-	_ rest.Watcher         = &appStorage{}
-	_ rest.Creater         = &appStorage{}
-	_ rest.Updater         = &appStorage{}
-	_ rest.GracefulDeleter = &appStorage{}
-	_ rest.Scoper          = &appStorage{}
-	_ rest.TableConvertor  = &appStorage{}
+	_ rest.Getter            = &appStorage{}
+	_ rest.Lister            = &appStorage{}
+	_ rest.Watcher           = &appStorage{}
+	_ rest.Creater           = &appStorage{}
+	_ rest.Updater           = &appStorage{}
+	_ rest.GracefulDeleter   = &appStorage{}
+	_ rest.CollectionDeleter = &appStorage{}
+	_ rest.Scoper            = &appStorage{}
+	_ rest.TableConvertor    = &appStorage{}
 )
 
 func (s *appStorage) gr() schema.GroupResource { return s.kind.GVR.GroupResource() }
@@ -518,6 +519,41 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 	s.store.waitFor(ctx, parseRV(gone.ResourceVersion), readYourWrites)
 	deleting, err := toApp(s.kind, gone)
 	return deleting, false, err
+}
+
+// DeleteCollection implements rest.CollectionDeleter: every app the selectors match is deleted as
+// a DELETE of it would be (its volume policy applies). Apps with deletion protection are kept:
+// the others are deleted, then a 403 names the ones kept.
+func (s *appStorage) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions,
+	listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
+	keep, err := s.filter(listOptions)
+	if err != nil {
+		return nil, err
+	}
+	hrs, _, err := s.store.list(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), 0, keep)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int { return strings.Compare(listKey(a), listKey(b)) })
+	deleted := s.NewList().(*unstructured.UnstructuredList)
+	var kept []string
+	for _, hr := range hrs {
+		name := hr.Labels[catalogv1.LabelAppName]
+		obj, _, err := s.Delete(genericapirequest.WithNamespace(ctx, catalog.AppNamespace(hr)), name, deleteValidation, opts.DeepCopy())
+		switch {
+		case apierrors.IsNotFound(err):
+		case apierrors.IsForbidden(err) && hr.Labels[fmeta.LabelDeletionProtection] == "true":
+			kept = append(kept, catalog.AppNamespace(hr)+"/"+name)
+		case err != nil:
+			return nil, err
+		default:
+			deleted.Items = append(deleted.Items, *obj.(*unstructured.Unstructured))
+		}
+	}
+	if len(kept) > 0 {
+		return nil, apierrors.NewForbidden(s.gr(), "", fmt.Errorf("spec.deletionProtection is true for %s: set it to false before deleting them (the other apps were deleted)", strings.Join(kept, ", ")))
+	}
+	return deleted, nil
 }
 
 // releaseLabel is the Helm convention for the release an object belongs to; the app's volumes
