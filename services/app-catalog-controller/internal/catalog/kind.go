@@ -160,6 +160,11 @@ func toCRD(def *catalogv1.ApplicationDefinition) (*apiextensionsv1.CustomResourc
 		volumePolicy.Description += " This app's definition does not allow changing it."
 	}
 	values.Properties[VolumePolicyField] = volumePolicy
+	if values.Default == nil {
+		// An app always has values: without a spec (a PUT without one, spec: null), the
+		// schema's defaults apply, as for a CRD whose spec defaults to {}.
+		values.Default = &apiextensionsv1.JSON{Raw: []byte("{}")}
+	}
 
 	str := func(desc string) apiextensionsv1.JSONSchemaProps {
 		return apiextensionsv1.JSONSchemaProps{Type: "string", Description: desc}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -85,6 +86,33 @@ type side struct {
 }
 
 func (s *side) in(ns string) dynamic.ResourceInterface { return s.client.Resource(s.gvr).Namespace(ns) }
+
+// post creates an object from a raw JSON body, as kubectl sends it, with a fieldValidation level.
+func (s *side) post(ctx context.Context, ns, validation, body string) error {
+	c, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		return err
+	}
+	path := fmt.Sprintf("%s/apis/%s/%s/namespaces/%s/%s?fieldValidation=%s", env.Config.Host, s.gvr.Group, s.gvr.Version, ns, s.gvr.Resource, validation)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 300 {
+		return nil
+	}
+	status := &metav1.Status{}
+	if err := json.NewDecoder(resp.Body).Decode(status); err != nil {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return &apierrors.StatusError{ErrStatus: *status}
+}
 
 // as is the side's client for a tenant admin of ns.
 func (s *side) as(t *testing.T, ns string) dynamic.ResourceInterface {
@@ -240,12 +268,12 @@ func differentialRun(t *testing.T, sides []*side, prefix, nsA, nsB string, seed 
 				midRV[i] = settled(t, s).GetResourceVersion()
 			}
 		}
-		op := rng.IntN(8)
+		op := rng.IntN(12)
 		if len(live) == 0 {
 			op = 0
 		}
 		var target, ns, name string
-		if op != 0 && op != 7 {
+		if op != 0 && op != 7 && op != 8 && op != 9 {
 			target = live[rng.IntN(len(live))]
 			ns, name, _ = strings.Cut(target, "/")
 		} else {
@@ -284,6 +312,22 @@ func differentialRun(t *testing.T, sides []*side, prefix, nsA, nsB string, seed 
 				_, err = ri.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"replicas":"many"}}`), metav1.PatchOptions{})
 			case 7: // a body of another kind
 				_, err = ri.Create(ctx, memo(s.apiVersion, "Other", ns, name, color, replicas), metav1.CreateOptions{})
+			case 8: // a key twice, strictly validated (kubectl's default)
+				err = s.post(ctx, ns, "Strict", fmt.Sprintf(`{"apiVersion":%q,"kind":"Memo","metadata":{"name":%q},"spec":{"replicas":1,"replicas":%d}}`, s.apiVersion, name, replicas))
+			case 9: // an unknown field, strictly validated
+				err = s.post(ctx, ns, "Strict", fmt.Sprintf(`{"apiVersion":%q,"kind":"Memo","metadata":{"name":%q},"spec":{"replicas":%d,"bogus":1}}`, s.apiVersion, name, replicas))
+			case 10: // PUT without a spec
+				err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					u, err := ri.Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					delete(u.Object, "spec")
+					_, err = ri.Update(ctx, u, metav1.UpdateOptions{})
+					return err
+				})
+			case 11: // a merge patch setting spec to null
+				_, err = ri.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":null}`), metav1.PatchOptions{})
 			}
 			outcomes[s.name] = result(err)
 		}
@@ -291,7 +335,7 @@ func differentialRun(t *testing.T, sides []*side, prefix, nsA, nsB string, seed 
 			t.Errorf("step %d (op %d on %s/%s): app %s, twin %s", step, op, ns, name, outcomes["app"], outcomes["twin"])
 		}
 		switch {
-		case op == 0 && outcomes["twin"] == "ok":
+		case (op == 0 || op == 8 || op == 9) && outcomes["twin"] == "ok":
 			live = append(live, ns+"/"+name)
 		case op == 5 && outcomes["twin"] == "ok":
 			live = slices.DeleteFunc(live, func(s string) bool { return s == target })

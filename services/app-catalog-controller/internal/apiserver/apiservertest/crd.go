@@ -8,11 +8,15 @@ import (
 )
 
 // CRD is a namespaced CustomResourceDefinition serving kind at group/v1, whose spec has the given
-// OpenAPI v3 schema (JSON): the reference an app kind of the same schema is compared with.
+// OpenAPI v3 schema (JSON) and defaults to {} as an app's does: the reference an app kind of the
+// same schema is compared with.
 func CRD(group, kind, plural, specSchema string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	spec := apiextensionsv1.JSONSchemaProps{}
 	if err := json.Unmarshal([]byte(specSchema), &spec); err != nil {
 		return nil, err
+	}
+	if spec.Default == nil {
+		spec.Default = &apiextensionsv1.JSON{Raw: []byte("{}")}
 	}
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
