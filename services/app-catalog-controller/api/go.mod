@@ -3,6 +3,7 @@ module github.com/flotilla-dev/flotilla/services/app-catalog-controller/api
 go 1.26.8
 
 require (
+	github.com/flotilla-dev/flotilla/libs/apis v0.0.0
 	github.com/fluxcd/pkg/apis/kustomize v1.19.2
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -26,3 +27,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/flotilla-dev/flotilla/libs/apis => ../../../libs/apis

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "github.com/flotilla-dev/flotilla/libs/apis/meta"
+
 // Reasons used in ApplicationDefinition and CatalogSource conditions.
 const (
 	// InvalidSchemaReason: the values schema is not a structural OpenAPI v3 schema.
@@ -31,10 +33,10 @@ const (
 	// of the app the chart delivers, for CatalogSources reading a HelmRepository.
 	AnnotationChartDefinition = "catalog.flotilla.dev/definition"
 
-	// LabelAppKind, LabelAppName and LabelDefinition tie a HelmRelease back to its app (the
-	// first two are also in libs/apis/meta, for the services that read apps).
-	LabelAppKind    = "apps.flotilla.dev/kind"
-	LabelAppName    = "apps.flotilla.dev/name"
+	// LabelAppKind, LabelAppName and LabelDefinition tie a HelmRelease back to its app. The
+	// first two are the contract other services read apps by, defined in libs/apis/meta.
+	LabelAppKind    = meta.LabelAppKind
+	LabelAppName    = meta.LabelAppName
 	LabelDefinition = "apps.flotilla.dev/definition"
 	// LabelRetainedFrom marks a PersistentVolumeClaim kept after its app was deleted with
 	// volumePolicy Retain: the value is <kind>.<name> of the app.
@@ -42,9 +44,10 @@ const (
 
 	// AppsPrefix: label and annotation keys under it are the platform's, never the customer's.
 	AppsPrefix = "apps.flotilla.dev/"
-	// AnnotationVolumePolicy stores spec.volumePolicy of an app on its HelmRelease;
-	// spec.deletionProtection is the label meta.LabelDeletionProtection (libs/apis), which other
-	// services honour too.
+	// LabelDeletionProtection stores spec.deletionProtection of an app on its HelmRelease; other
+	// services honour it too (libs/apis/meta).
+	LabelDeletionProtection = meta.LabelDeletionProtection
+	// AnnotationVolumePolicy stores spec.volumePolicy of an app on its HelmRelease.
 	AnnotationVolumePolicy = "apps.flotilla.dev/volume-policy"
 	// AnnotationManagedFields stores the app's metadata.managedFields (server-side apply).
 	AnnotationManagedFields = "apps.flotilla.dev/managed-fields"

@@ -49,7 +49,7 @@ func toApp(k *catalog.Kind, hr *helmv2.HelmRelease) (*unstructured.Unstructured,
 		}
 	}
 	delete(spec, catalogv1.PlatformValuesKey)
-	if hr.Labels[meta.LabelDeletionProtection] == "true" {
+	if hr.Labels[catalogv1.LabelDeletionProtection] == "true" {
 		spec[catalog.DeletionProtectionField] = true
 	}
 	if p := hr.Annotations[catalogv1.AnnotationVolumePolicy]; p != "" {
@@ -235,7 +235,7 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 		hr.Annotations = map[string]string{}
 	}
 	if protect {
-		hr.Labels[meta.LabelDeletionProtection] = "true"
+		hr.Labels[catalogv1.LabelDeletionProtection] = "true"
 	}
 	if policy != "" {
 		hr.Annotations[catalogv1.AnnotationVolumePolicy] = policy

@@ -29,7 +29,6 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -463,7 +462,7 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 	if err != nil {
 		return nil, false, err
 	}
-	if hr.Labels[fmeta.LabelDeletionProtection] == "true" {
+	if hr.Labels[catalogv1.LabelDeletionProtection] == "true" {
 		return nil, false, apierrors.NewForbidden(s.gr(), name,
 			fmt.Errorf("spec.deletionProtection is true: set it to false before deleting the app"))
 	}
@@ -542,7 +541,7 @@ func (s *appStorage) DeleteCollection(ctx context.Context, deleteValidation rest
 		obj, _, err := s.Delete(genericapirequest.WithNamespace(ctx, catalog.AppNamespace(hr)), name, deleteValidation, opts.DeepCopy())
 		switch {
 		case apierrors.IsNotFound(err):
-		case apierrors.IsForbidden(err) && hr.Labels[fmeta.LabelDeletionProtection] == "true":
+		case apierrors.IsForbidden(err) && hr.Labels[catalogv1.LabelDeletionProtection] == "true":
 			kept = append(kept, catalog.AppNamespace(hr)+"/"+name)
 		case err != nil:
 			return nil, err
