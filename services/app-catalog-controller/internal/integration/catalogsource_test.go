@@ -188,13 +188,45 @@ func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
 		t.Fatalf("the conflicting Postgres definition was applied: %v", err)
 	}
 
-	// Deleting a source removes what it created, nothing else.
+	// A definition the source applied and someone deleted or edited is put back.
+	keydbs := &catalogv1.ApplicationDefinition{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "keydbs"}, keydbs); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Delete(ctx, keydbs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the deleted keydbs to be put back", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKey{Name: "keydbs"}, def)
+		return err == nil && def.UID != keydbs.UID, client.IgnoreNotFound(err)
+	})
+	if err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, def); err != nil {
+		t.Fatal(err)
+	}
+	want := def.Spec.Display.Description
+	def.Spec.Display.Description = "tampered"
+	if err := kube.Update(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the edited memcaches to be restored", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, def)
+		return err == nil && def.Spec.Display.Description == want, err
+	})
+
+	// Deleting a source removes what it created, nothing else; a conflict that goes away with it
+	// is acted on: the rogue source's Memcache definition is applied in turn.
 	if err := kube.Delete(ctx, partner); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "partner's definitions to go", func() (bool, error) {
-		err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, &catalogv1.ApplicationDefinition{})
-		return apierrors.IsNotFound(err), nil
+	eventually(t, 60*time.Second, "partner's memcaches to go and rogue's to come", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, def)
+		return err == nil && def.Labels[catalogv1.LabelSource] == "rogue", client.IgnoreNotFound(err)
+	})
+	if src = waitSource(t, "rogue", "Stalled", catalogv1.KindConflictReason); fmt.Sprint(src.Status.Definitions) != "[etcds memcaches]" {
+		t.Fatalf("rogue applied %v once partner was gone", src.Status.Definitions)
+	}
+	eventually(t, 60*time.Second, "partner's keydbs to go", func() (bool, error) {
+		return apierrors.IsNotFound(kube.Get(ctx, client.ObjectKey{Name: "keydbs"}, def)), nil
 	})
 	if err := kube.Get(ctx, client.ObjectKey{Name: "postgreses"}, def); err != nil {
 		t.Fatalf("the hand-written definition went too: %v", err)

@@ -13,9 +13,7 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +36,10 @@ const sourceAPIVersion = "source.toolkit.fluxcd.io/v1"
 
 const helmRepository = "HelmRepository"
 
+// Interval is how often a CatalogSource is applied again when nothing else triggers it, so that
+// anything the watches miss is corrected.
+const Interval = 10 * time.Minute
+
 // Reconciler reconciles CatalogSources.
 type Reconciler struct {
 	Client  client.Client
@@ -46,69 +48,81 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=catalogsources,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=catalogsources/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=create;delete
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=create;update;delete
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets;helmrepositories,verbs=get;list;watch
 
-// Reconcile applies one source's definitions.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile applies one source's definitions and writes its status once, at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	src := &catalogv1.CatalogSource{}
 	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	h := patch.NewHelper(src)
+	defer func() {
+		if _, err := h.Status(ctx, r.Client, src); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
 	if src.DeletionTimestamp != nil {
 		return reconcile.Result{}, r.reconcileDelete(ctx, src)
 	}
 	if !controllerutil.ContainsFinalizer(src, Finalizer) {
-		controllerutil.AddFinalizer(src, Finalizer)
-		if err := r.Client.Update(ctx, src); err != nil {
+		if err := patch.AddFinalizer(ctx, r.Client, src, Finalizer); err != nil {
 			return reconcile.Result{}, err
 		}
-		h = patch.NewHelper(src)
 	}
-	result, err := r.reconcile(ctx, src)
-	if _, perr := h.Status(ctx, r.Client, src); perr != nil && err == nil {
-		err = perr
-	}
-	return result, err
+	return r.reconcileNormal(ctx, src)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, src *catalogv1.CatalogSource) (reconcile.Result, error) {
+// reconcileNormal applies the definitions of the source's current artifact. An artifact a human
+// must fix (an OCI Helm repository, content that is not definitions) is Stalled with a terminal
+// error: a new revision of the source brings it back. Anything else that fails (the source
+// unreachable, an API error) is Reconciling and retried.
+func (r *Reconciler) reconcileNormal(ctx context.Context, src *catalogv1.CatalogSource) (reconcile.Result, error) {
 	artifact, ready, err := r.artifact(ctx, src)
 	if errors.Is(err, errNoIndex) {
 		conditions.Summarize(src, nil, &conditions.Stall{Reason: fmeta.InvalidSpecReason, Message: err.Error()})
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, reconciling(src, fmeta.ProgressingReason, err)
 	}
 	if artifact == nil {
 		conditions.MarkFalse(src, fmeta.ReadyCondition, catalogv1.SourceNotReadyReason, ready)
 		conditions.MarkTrue(src, fmeta.ReconcilingCondition, catalogv1.SourceNotReadyReason, ready)
 		return reconcile.Result{}, nil // the source's own changes requeue us
 	}
-	if artifact.revision == src.Status.Revision && conditions.IsReady(src) && src.Status.ObservedGeneration == src.Generation {
-		return reconcile.Result{}, nil
-	}
 	defs, err := r.definitions(ctx, src, artifact)
-	if err != nil {
+	if invalid := (invalidArtifact{}); errors.As(err, &invalid) {
 		conditions.Summarize(src, nil, &conditions.Stall{Reason: catalogv1.ArtifactFailedReason, Message: err.Error()})
-		return reconcile.Result{RequeueAfter: time.Minute}, nil
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	if err != nil {
+		return reconcile.Result{}, reconciling(src, catalogv1.ArtifactFailedReason, err)
 	}
 	applied, conflicts, err := r.apply(ctx, src, defs)
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, reconciling(src, fmeta.ProgressingReason, err)
 	}
 	src.Status.Revision, src.Status.Definitions, src.Status.Conflicts = artifact.revision, applied, conflicts
-	if len(conflicts) > 0 {
+	if len(conflicts) > 0 { // the definitions' watch brings the source back when a conflict goes away
 		conditions.Summarize(src, nil, &conditions.Stall{Reason: catalogv1.KindConflictReason,
 			Message: fmt.Sprintf("%d definitions not applied: %s", len(conflicts), strings.Join(conflicts, "; "))})
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: Interval}, nil
 	}
 	conditions.Summarize(src, nil, nil)
 	conditions.MarkTrue(src, fmeta.ReadyCondition, fmeta.SucceededReason,
 		fmt.Sprintf("applied %d definitions from revision %s", len(applied), artifact.revision))
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: Interval}, nil
+}
+
+// reconciling reports a failure that a retry may cure: Ready=False and Reconciling=True with the
+// error (never Stalled), and returns the error for controller-runtime's backoff.
+func reconciling(src *catalogv1.CatalogSource, reason string, err error) error {
+	conditions.Delete(src, fmeta.StalledCondition)
+	conditions.MarkFalse(src, fmeta.ReadyCondition, reason, err.Error())
+	conditions.MarkTrue(src, fmeta.ReconcilingCondition, reason, err.Error())
+	return err
 }
 
 type artifact struct{ url, revision, digest string }
@@ -174,16 +188,7 @@ func (r *Reconciler) apply(ctx context.Context, src *catalogv1.CatalogSource, de
 			conflicts = append(conflicts, fmt.Sprintf("%s: kind %s is defined by %s (%s)", def.Name, def.Spec.Names.Kind, other, owner(byName[other])))
 			continue
 		}
-		def.Labels = map[string]string{catalogv1.LabelSource: src.Name}
-		def.TypeMeta = metav1.TypeMeta{APIVersion: catalogv1.GroupVersion.String(), Kind: "ApplicationDefinition"}
-		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(def)
-		if err != nil {
-			return nil, nil, err
-		}
-		u := &unstructured.Unstructured{Object: content}
-		unstructured.RemoveNestedField(u.Object, "status") // the controller's, not the source's
-		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("catalogsource/"+src.Name), client.ForceOwnership); err != nil {
+		if err := r.write(ctx, src, def, byName[def.Name]); err != nil {
 			return nil, nil, fmt.Errorf("applying %s: %w", def.Name, err)
 		}
 		applied = append(applied, def.Name)
@@ -204,6 +209,23 @@ func (r *Reconciler) apply(ctx context.Context, src *catalogv1.CatalogSource, de
 	return applied, conflicts, nil
 }
 
+// write creates a definition, or makes the source's existing one say exactly what the source says:
+// the spec is replaced whole, so that an edit by hand does not survive (a server-side apply would
+// keep fields another manager set). An update that changes nothing writes nothing.
+func (r *Reconciler) write(ctx context.Context, src *catalogv1.CatalogSource, def, cur *catalogv1.ApplicationDefinition) error {
+	if cur == nil {
+		def.Labels = map[string]string{catalogv1.LabelSource: src.Name}
+		return r.Client.Create(ctx, def)
+	}
+	next := cur.DeepCopy()
+	next.Spec = def.Spec
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	next.Labels[catalogv1.LabelSource] = src.Name
+	return r.Client.Update(ctx, next)
+}
+
 func owner(d *catalogv1.ApplicationDefinition) string {
 	if d == nil {
 		return "unknown"
@@ -221,16 +243,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, src *catalogv1.Catalog
 	if err := r.Client.DeleteAllOf(ctx, &catalogv1.ApplicationDefinition{}, client.MatchingLabels{catalogv1.LabelSource: src.Name}); err != nil {
 		return err
 	}
-	controllerutil.RemoveFinalizer(src, Finalizer)
-	return client.IgnoreNotFound(r.Client.Update(ctx, src))
+	return patch.RemoveFinalizer(ctx, r.Client, src, Finalizer)
 }
 
-// SetupWithManager registers the reconciler; a change of a Flux source's artifact requeues the
-// CatalogSources referring to it.
+// SetupWithManager registers the reconciler. A change of a Flux source's artifact requeues the
+// CatalogSources referring to it; a definition created, deleted or edited requeues the source it
+// came from (which restores it) and every source with conflicts (which may have gone away).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("catalogsource").
-		For(&catalogv1.CatalogSource{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		For(&catalogv1.CatalogSource{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&catalogv1.ApplicationDefinition{}, handler.EnqueueRequestsFromMapFunc(r.concerned),
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))
 	for _, kind := range []string{"GitRepository", "OCIRepository", "Bucket", helmRepository} {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(sourceAPIVersion)
@@ -241,6 +265,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.referring(kind)))
 	}
 	return b.Complete(r)
+}
+
+// concerned maps a definition to the source it came from and the sources with conflicts.
+func (r *Reconciler) concerned(ctx context.Context, o client.Object) []reconcile.Request {
+	var srcs catalogv1.CatalogSourceList
+	if err := r.Client.List(ctx, &srcs); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, s := range srcs.Items {
+		if s.Name == o.GetLabels()[catalogv1.LabelSource] || len(s.Status.Conflicts) > 0 {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+	}
+	return reqs
 }
 
 func (r *Reconciler) referring(kind string) handler.MapFunc {

@@ -33,6 +33,12 @@ type Fetcher struct {
 	MaxSize int64
 }
 
+// invalidArtifact is an error in an artifact's content: fetching it again cannot help, a new
+// revision of the source can.
+type invalidArtifact struct{ error }
+
+func (e invalidArtifact) Unwrap() error { return e.error }
+
 // get downloads the artifact at url, bounded by MaxSize, and checks its sha256 digest.
 func (f *Fetcher) get(ctx context.Context, url, digest string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -52,7 +58,7 @@ func (f *Fetcher) get(ctx context.Context, url, digest string) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(raw)) > f.MaxSize {
-		return nil, fmt.Errorf("the artifact is larger than %d bytes", f.MaxSize)
+		return nil, invalidArtifact{fmt.Errorf("the artifact is larger than %d bytes", f.MaxSize)}
 	}
 	if algo, want, ok := strings.Cut(digest, ":"); ok && algo == "sha256" {
 		sum := sha256.Sum256(raw)
@@ -71,13 +77,21 @@ func (f *Fetcher) Definitions(ctx context.Context, url, digest, dir string) ([]*
 	if err != nil {
 		return nil, err
 	}
+	defs, err := definitionsIn(raw, f.MaxSize, dir)
+	if err != nil {
+		return nil, invalidArtifact{err}
+	}
+	return defs, nil
+}
+
+func definitionsIn(raw []byte, maxSize int64, dir string) ([]*catalogv1.ApplicationDefinition, error) {
 	gz, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("reading the artifact: %w", err)
 	}
 	dir = strings.Trim(path.Clean("/"+dir), "/")
 	var defs []*catalogv1.ApplicationDefinition
-	tr := tar.NewReader(io.LimitReader(gz, f.MaxSize))
+	tr := tar.NewReader(io.LimitReader(gz, maxSize))
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -146,6 +160,14 @@ func (f *Fetcher) ChartDefinitions(ctx context.Context, url, digest string, repo
 	if err != nil {
 		return nil, err
 	}
+	defs, err := chartDefinitionsIn(raw, repo)
+	if err != nil {
+		return nil, invalidArtifact{err}
+	}
+	return defs, nil
+}
+
+func chartDefinitionsIn(raw []byte, repo catalogv1.SourceReference) ([]*catalogv1.ApplicationDefinition, error) {
 	var index helmIndex
 	if err := yaml.Unmarshal(raw, &index); err != nil {
 		return nil, fmt.Errorf("reading the repository index: %w", err)

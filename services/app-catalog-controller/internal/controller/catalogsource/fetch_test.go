@@ -2,6 +2,7 @@ package catalogsource
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -74,5 +75,18 @@ func TestChartDefinitionsRejectsOtherContent(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "chart cache 1.0.0") {
 			t.Errorf("%s: %v", name, err)
 		}
+		if !errors.As(err, &invalidArtifact{}) {
+			t.Errorf("%s: %v is not reported as the artifact's fault (Stalled)", name, err)
+		}
+	}
+}
+
+// A source that cannot be reached is a failure to retry (Reconciling), not the artifact's fault.
+func TestUnreachableArtifactIsRetried(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	defer srv.Close()
+	_, err := fetcher.ChartDefinitions(context.Background(), srv.URL, "", catalogv1.SourceReference{})
+	if err == nil || errors.As(err, &invalidArtifact{}) {
+		t.Fatalf("unreachable source: %v, want an error to retry", err)
 	}
 }

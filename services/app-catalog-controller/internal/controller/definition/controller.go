@@ -5,6 +5,7 @@ package definition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -57,36 +58,51 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 
-// Reconcile reports one definition's state.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile reports one definition's state, written once, at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	def := &catalogv1.ApplicationDefinition{}
 	if err := r.Client.Get(ctx, req.NamespacedName, def); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	h := patch.NewHelper(def)
+	defer func() {
+		if _, err := h.Status(ctx, r.Client, def); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
 	if def.DeletionTimestamp != nil {
-		return r.reconcileDelete(ctx, def, h)
+		return reconcile.Result{}, r.reconcileDelete(ctx, def)
 	}
 	if !controllerutil.ContainsFinalizer(def, Finalizer) {
-		controllerutil.AddFinalizer(def, Finalizer)
-		if err := r.Client.Update(ctx, def); err != nil {
+		if err := patch.AddFinalizer(ctx, r.Client, def, Finalizer); err != nil {
 			return reconcile.Result{}, err
 		}
-		h = patch.NewHelper(def)
 	}
+	return reconcile.Result{}, r.reconcileNormal(ctx, def)
+}
+
+// reconcileNormal judges the definition: served (Ready), or Stalled with the reason. A schema
+// that does not compile is a spec a human must fix: a terminal error, no retry. A clash with
+// another definition or a missing delivery grant is Stalled without an error: the watches on
+// definitions and on the delivery ClusterRole bring the definition back when that changes.
+func (r *Reconciler) reconcileNormal(ctx context.Context, def *catalogv1.ApplicationDefinition) error {
 	verdict, err := r.judge(ctx, def)
 	if err != nil {
-		return reconcile.Result{}, err
+		conditions.MarkFalse(def, fmeta.ReadyCondition, fmeta.ProgressingReason, err.Error())
+		conditions.MarkTrue(def, fmeta.ReconcilingCondition, fmeta.ProgressingReason, err.Error())
+		return err
 	}
-	if verdict == nil {
-		conditions.Summarize(def, nil, nil)
-		conditions.MarkTrue(def, fmeta.ReadyCondition, catalogv1.ServedReason,
-			fmt.Sprintf("served as %s (%s.%s)", def.Spec.Names.Kind, def.Spec.Names.Plural, catalogv1.AppsGroupVersion.Group))
-	} else {
+	if verdict != nil {
 		conditions.Summarize(def, nil, &conditions.Stall{Reason: verdict.Reason, Message: verdict.Message})
+		if verdict.Reason == catalogv1.InvalidSchemaReason {
+			return reconcile.TerminalError(fmt.Errorf("%s", verdict.Message))
+		}
+		return nil
 	}
-	_, err = h.Status(ctx, r.Client, def)
-	return reconcile.Result{}, err
+	conditions.Summarize(def, nil, nil)
+	conditions.MarkTrue(def, fmeta.ReadyCondition, catalogv1.ServedReason,
+		fmt.Sprintf("served as %s (%s.%s)", def.Spec.Names.Kind, def.Spec.Names.Plural, catalogv1.AppsGroupVersion.Group))
+	return nil
 }
 
 // judge decides as the apps apiserver does: definitions clashing with a built-in resource are
@@ -203,14 +219,15 @@ func (r *Reconciler) builtinNames() (map[string]string, error) {
 }
 
 // reconcileDelete lets a definition go once no app of its kind is left. Its apps keep being
-// served meanwhile (so customers can read and delete them) but no new ones are accepted.
-func (r *Reconciler) reconcileDelete(ctx context.Context, def *catalogv1.ApplicationDefinition, h *patch.Helper) (reconcile.Result, error) {
+// served meanwhile (so customers can read and delete them) but no new ones are accepted; the
+// deletion of each app's HelmRelease brings the definition back here.
+func (r *Reconciler) reconcileDelete(ctx context.Context, def *catalogv1.ApplicationDefinition) error {
 	if !controllerutil.ContainsFinalizer(def, Finalizer) {
-		return reconcile.Result{}, nil
+		return nil
 	}
 	var hrs helmv2.HelmReleaseList
 	if err := r.Client.List(ctx, &hrs, client.MatchingLabels{catalogv1.LabelDefinition: def.Name}); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
 	if len(hrs.Items) > 0 {
 		var names []string
@@ -226,11 +243,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, def *catalogv1.Applica
 		conditions.MarkDeleting(def, fmt.Sprintf("%d %s apps remain (%s%s): delete them first",
 			len(hrs.Items), def.Spec.Names.Kind, strings.Join(names, ", "), more))
 		conditions.Set(def, fmeta.ReadyCondition, "False", DeletionBlockedReason, conditions.Get(def, fmeta.ReadyCondition).Message)
-		_, err := h.Status(ctx, r.Client, def)
-		return reconcile.Result{}, err
+		return nil
 	}
-	controllerutil.RemoveFinalizer(def, Finalizer)
-	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, def))
+	return patch.RemoveFinalizer(ctx, r.Client, def, Finalizer)
 }
 
 // SetupWithManager registers the reconciler. Every definition change re-judges all definitions
