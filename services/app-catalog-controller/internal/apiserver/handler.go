@@ -24,7 +24,6 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
@@ -88,28 +87,13 @@ func (s *Server) newServed(k *catalog.Kind) (*served, error) {
 		MetaGroupVersion:         metav1.SchemeGroupVersion,
 		MaxRequestBodyBytes:      maxRequestBodyBytes,
 	}
-	fm, err := managedfields.NewDefaultCRDFieldManager(tolerantTypes{k.TypeConverter}, converter{}, defaulter{k}, unstructuredCreator{},
+	fm, err := managedfields.NewDefaultCRDFieldManager(k.TypeConverter, converter{}, defaulter{k}, unstructuredCreator{},
 		k.GVK, k.GVK.GroupVersion(), "", nil)
 	if err != nil {
 		return nil, err
 	}
 	scope.FieldManager = fm
 	return &served{kind: k, storage: storage, scope: scope}, nil
-}
-
-// tolerantTypes types an object by its kind's schema or, when it does not fit the schema (a value
-// of the wrong type, another kind), as a schemaless object. The field manager runs before
-// validation, which then refuses such an object with a 422 naming the field; without this, the
-// field manager would log an error that "should not happen" for every invalid request.
-type tolerantTypes struct{ managedfields.TypeConverter }
-
-var deducedTypes = managedfields.NewDeducedTypeConverter()
-
-func (t tolerantTypes) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
-	if v, err := t.TypeConverter.ObjectToTyped(obj, opts...); err == nil {
-		return v, nil
-	}
-	return deducedTypes.ObjectToTyped(obj, opts...)
 }
 
 // ServeHTTP serves /apis/apps.flotilla.dev and everything below it. The kind is looked up per

@@ -196,6 +196,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}, &helmv2.HelmRelease{}, s.store, toolscache.ReflectorOptions{Name: "apps"})
 	go reflector.RunWithContext(ctx)
 	go s.store.bookmarks(ctx, s.bookmarkInterval)
+	context.AfterFunc(ctx, s.store.stop) // else open watches hold the shutdown up (a minute)
 	defInformer, err := s.cache.GetInformer(ctx, &catalogv1.ApplicationDefinition{})
 	if err != nil {
 		return err

@@ -209,6 +209,17 @@ func (s *store) Replace(objs []any, rv string) error {
 	return nil
 }
 
+// stop ends every watch, as the server shuts down: clients resume on another replica.
+func (s *store) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for kind, byWatcher := range s.watchers {
+		for w := range byWatcher {
+			s.drop(kind, w)
+		}
+	}
+}
+
 // advance moves rv forward; the caller holds the lock.
 func (s *store) advance(rv uint64) {
 	if rv > s.rv {

@@ -280,3 +280,22 @@ func TestBookmarks(t *testing.T) {
 	got := next(t, w, 2)
 	equal(t, got, "ADDED a@2", "BOOKMARK @7")
 }
+
+// Shutting down ends every watch at once: the client resumes elsewhere instead of waiting.
+func TestStopEndsWatches(t *testing.T) {
+	st := newStore(limits)
+	_ = st.Replace(nil, "1")
+	w, err := events(t, st, "Postgres", "", "1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.stop()
+	select {
+	case _, ok := <-w.ResultChan():
+		if ok {
+			t.Fatal("an event after stop")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch goes on after stop")
+	}
+}

@@ -21,9 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
@@ -72,7 +75,7 @@ func TestDifferentialAgainstCRDTwin(t *testing.T) {
 	}
 	for run, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			differentialRun(t, sides, fmt.Sprintf("r%d", run), nsA, nsB, seed)
+			differentialRun(t, sides, fmt.Sprintf("r%d", run), nsA, nsB, seed, run == 0)
 		})
 	}
 }
@@ -223,7 +226,7 @@ func result(err error) string {
 	return err.Error()
 }
 
-func differentialRun(t *testing.T, sides []*side, prefix, nsA, nsB string, seed uint64) {
+func differentialRun(t *testing.T, sides []*side, prefix, nsA, nsB string, seed uint64, restart bool) {
 	ctx := context.Background()
 	type watchers struct{ all, redInA, tenantA, platformLabel *observed }
 	ws := make([]watchers, len(sides))
@@ -256,6 +259,32 @@ func differentialRun(t *testing.T, sides []*side, prefix, nsA, nsB string, seed 
 				t.Fatalf("%s: %v", s.name, err)
 			}
 		}
+	}
+
+	// Informers of both kinds, as controllers run them: a client-go informer and a
+	// controller-runtime cache.
+	informers := make([]toolscache.SharedIndexInformer, len(sides))
+	caches := make([]crcache.Cache, len(sides))
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for i, s := range sides {
+		informers[i] = dynamicinformer.NewDynamicSharedInformerFactory(s.client, 0).ForResource(s.gvr).Informer()
+		go informers[i].RunWithContext(ctx)
+		c, err := crcache.New(env.Config, crcache.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(s.apiVersion)
+		u.SetKind("Memo")
+		if _, err := c.GetInformer(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = c.Start(ctx) }()
+		if !c.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), informers[i].HasSynced) {
+			t.Fatalf("%s: informers did not sync", s.name)
+		}
+		caches[i] = c
 	}
 
 	// The same writes on both sides; each must end the same way.
@@ -544,6 +573,48 @@ func differentialRun(t *testing.T, sides []*side, prefix, nsA, nsB string, seed 
 	}
 	time.Sleep(2 * time.Second) // a resumed watch's backlog (all in the past) comes at once
 	sameEvents(t, "watch of color=red in A resumed from the middle", resumed[0], resumed[1])
+
+	// The apps apiserver restarts: its watches end, its history starts again. Informers resume
+	// or, with a resourceVersion older than the new history, relist; either way they converge on
+	// the writes made before and after.
+	if restart {
+		if err := restartApps(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "the restarted apps apiserver to serve memos", func() (bool, error) {
+			_, err := sides[0].client.Resource(sides[0].gvr).List(ctx, metav1.ListOptions{})
+			return err == nil, err
+		})
+		for i := range 3 {
+			for _, s := range sides {
+				if _, err := s.in(nsA).Create(ctx, memo(s.apiVersion, "Memo", nsA, fmt.Sprintf("%s-after%d", prefix, i), "red", 1), metav1.CreateOptions{}); err != nil {
+					t.Fatalf("%s: create after the restart: %v", s.name, err)
+				}
+			}
+		}
+		finals = nil
+		for _, s := range sides {
+			finals = append(finals, listed(settled(t, s)))
+		}
+		same(t, "list after the restart", finals[0], finals[1])
+	}
+	for i, s := range sides {
+		eventually(t, time.Minute, s.name+" informers to converge on the final list", func() (bool, error) {
+			var fromInformer []string
+			for _, obj := range informers[i].GetStore().List() {
+				u := obj.(*unstructured.Unstructured)
+				fromInformer = append(fromInformer, u.GetNamespace()+"/"+u.GetName()+" "+project(u))
+			}
+			slices.Sort(fromInformer)
+			l := &unstructured.UnstructuredList{}
+			l.SetAPIVersion(s.apiVersion)
+			l.SetKind("MemoList")
+			if err := caches[i].List(ctx, l); err != nil {
+				return false, err
+			}
+			return slices.Equal(fromInformer, finals[i]) && slices.Equal(listed(l), finals[i]), nil
+		})
+	}
 }
 
 // settled lists a side once no object is being deleted.

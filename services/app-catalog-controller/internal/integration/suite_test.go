@@ -44,6 +44,9 @@ var (
 	apps       dynamic.Interface
 	kubeconfig string
 	repoRoot   = filepath.Join("..", "..", "..", "..")
+	// restartApps stops the apps apiserver (stopApps) and starts a new one on another port.
+	restartApps func() error
+	stopApps    context.CancelFunc
 )
 
 const catalogNamespace = apiservertest.Namespace
@@ -144,7 +147,16 @@ func setup(ctx context.Context, dir string) error {
 	if err := startController(ctx); err != nil {
 		return err
 	}
-	if _, err := apiservertest.Start(ctx, env, dir); err != nil {
+	restartApps = func() error {
+		if stopApps != nil {
+			stopApps()
+		}
+		appsCtx, cancel := context.WithCancel(ctx)
+		stopApps = cancel
+		_, err := apiservertest.Start(appsCtx, env, dir)
+		return err
+	}
+	if err := restartApps(); err != nil {
 		return err
 	}
 	if apps, err = dynamic.NewForConfig(env.Config); err != nil {
