@@ -40,6 +40,8 @@ type store struct {
 	histories map[string]*history
 	limits    HistoryLimits
 	bytes     int64 // of every kind's history
+	changes   int   // in every kind's history
+	watching  int
 	watchers  map[string]map[*watcher]struct{}
 	// advanced is closed and replaced each time rv moves, for waitFor.
 	advanced chan struct{}
@@ -198,13 +200,13 @@ func (s *store) Replace(objs []any, rv string) error {
 	s.converted.Clear()
 	s.rv = 0
 	s.advance(parseRV(rv))
-	s.start, s.histories, s.bytes = s.rv, map[string]*history{}, 0
-	for _, byWatcher := range s.watchers {
+	s.start, s.histories, s.bytes, s.changes = s.rv, map[string]*history{}, 0, 0
+	for kind, byWatcher := range s.watchers {
 		for w := range byWatcher {
-			w.closeInput()
+			s.drop(kind, w)
 		}
 	}
-	s.watchers = map[string]map[*watcher]struct{}{}
+	s.measure()
 	s.readyOnce.Do(func() { close(s.ready) })
 	return nil
 }
@@ -280,6 +282,8 @@ func (s *store) record(kind string, c change) {
 	h.changes = append(h.changes, c)
 	h.bytes += c.size
 	s.bytes += c.size
+	s.changes++
+	defer s.measure()
 	for len(h.changes) > s.limits.Changes {
 		s.forget(h)
 	}
@@ -314,6 +318,14 @@ func (s *store) forget(h *history) {
 	h.since = c.rv
 	h.bytes -= c.size
 	s.bytes -= c.size
+	s.changes--
+}
+
+// measure publishes the history's size and the open watches; the caller holds the lock.
+func (s *store) measure() {
+	historyBytes.Set(float64(s.bytes))
+	historyChanges.Set(float64(s.changes))
+	openWatches.Set(float64(s.watching))
 }
 
 // approxSize estimates what keeping a HelmRelease costs: the values dominate, the rest is
@@ -421,6 +433,8 @@ func (s *store) watch(w *watcher, from string, sendInitialEvents bool) error {
 		s.watchers[w.kind] = map[*watcher]struct{}{}
 	}
 	s.watchers[w.kind][w] = struct{}{}
+	s.watching++
+	s.measure()
 	return nil
 }
 
@@ -435,6 +449,8 @@ func (s *store) drop(kind string, w *watcher) {
 	if _, ok := s.watchers[kind][w]; ok {
 		delete(s.watchers[kind], w)
 		w.closeInput()
+		s.watching--
+		s.measure()
 	}
 }
 

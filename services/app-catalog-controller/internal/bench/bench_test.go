@@ -98,15 +98,24 @@ func BenchmarkAppsAPI(b *testing.B) {
 	liveApp, liveCRD := tenant.liveKinds(b, ctx, env.Client, 5)
 
 	var sections []string
+	before := measureMemory(b, direct)
 	created := 0
+	var last figures
 	for _, scale := range []int{1000, 10000} {
 		progress("creating apps %d → %d", created, scale)
 		createLat := create(b, ctx, apps, created, scale)
 		created = scale
-		m := measure(b, admin, alice, direct, aliceDirect, scale)
-		m.create = createLat
-		sections = append(sections, m.markdown(scale))
+		last = measure(b, admin, alice, direct, aliceDirect, scale)
+		last.create = createLat
+		sections = append(sections, last.markdown(scale))
 	}
+	at10k := measureMemory(b, direct)
+	progress("creating HelmReleases directly (the floor of a create)")
+	floor := directCreates(b, ctx, env.Client, 1000)
+	hop := max(0, pct(last.hop, .5)-pct(last.directHop, .5))
+	progress("patching one app 60 times with 60 KiB of values")
+	largePatches(b, ctx, apps)
+	sections = append(sections, writeMarkdown(last.create, floor, hop, before, at10k, measureMemory(b, direct), apiserver.NewOptions().History.Bytes))
 	if out := os.Getenv("BENCH_OUT"); out != "" {
 		body := "## app-catalog-controller: the apps.flotilla.dev API\n\n" + strings.Join(sections, "\n") +
 			seatMarkdown(servedToCreate, liveApp, liveCRD) + notes
@@ -164,6 +173,19 @@ func (e *endpoint) get(b *testing.B, path string) time.Duration {
 		b.Fatalf("GET %s: %s", path, resp.Status)
 	}
 	return took
+}
+
+// body GETs path and returns the body.
+func (e *endpoint) body(b *testing.B, path string) string {
+	resp, err := e.http.Get(e.host + path)
+	check(b, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	check(b, err)
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	return string(raw)
 }
 
 func waitServed(b *testing.B, admin *endpoint) {
