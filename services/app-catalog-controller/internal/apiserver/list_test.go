@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
 
 // A LIST written from the apps' memoized JSON is the JSON the encoder writes for the same list.
@@ -60,5 +63,23 @@ func TestListJSONIsTheEncodersJSON(t *testing.T) {
 	}
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("memoized list differs from the encoder's:\n%s\n%s", fast.Bytes(), slow.Bytes())
+	}
+}
+
+// Apps sort as their continue-token keys do: "/a-b/x" before "/a/x" ('-' sorts before '/').
+func TestByKeyIsListKeyOrder(t *testing.T) {
+	var hrs []*helmv2.HelmRelease
+	for _, ns := range []string{"a", "a-b", "a0", "ab", "b", "a-"} {
+		for _, name := range []string{"x", "x-y", "x0", "y"} {
+			hrs = append(hrs, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps-" + ns,
+				Labels: map[string]string{catalogv1.LabelAppName: name}}, Spec: helmv2.HelmReleaseSpec{TargetNamespace: ns}})
+		}
+	}
+	for _, a := range hrs {
+		for _, b := range hrs {
+			if got, want := byKey(a, b), strings.Compare(listKey(a), listKey(b)); got != want {
+				t.Errorf("%s vs %s: %d, want %d", listKey(a), listKey(b), got, want)
+			}
+		}
 	}
 }

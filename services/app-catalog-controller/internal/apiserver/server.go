@@ -106,6 +106,8 @@ type Server struct {
 	cache   cache.Cache
 	client  client.Client
 	store   *store
+	// namespaces: tenant and delivery namespaces, read by every write.
+	namespaces namespaceReader
 	// watcher lists and watches HelmReleases for the store.
 	watcher          client.WithWatch
 	bookmarkInterval time.Duration
@@ -168,6 +170,7 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 		openapi: handler3.NewOpenAPIService(), serial: newNegotiatedSerializer(),
 		admit: cfg.AdmissionControl, rebuildCh: make(chan struct{}, 1),
 	}
+	s.namespaces = namespaceReader{lister: cfg.SharedInformerFactory.Core().V1().Namespaces().Lister(), client: direct}
 	s.kinds.Store(&map[string]*served{})
 	generic.Handler.NonGoRestfulMux.Handle(groupPath, s)
 	generic.Handler.NonGoRestfulMux.HandlePrefix(groupPath+"/", s)

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
@@ -54,7 +56,8 @@ type appStorage struct {
 	store *store
 	// client reads and writes kube-apiserver directly (no cache): writes, and the reads they
 	// depend on, must see the latest state.
-	client client.Client
+	client     client.Client
+	namespaces namespaceReader
 }
 
 var (
@@ -164,7 +167,7 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int { return strings.Compare(listKey(a), listKey(b)) })
+	slices.SortFunc(hrs, byKey)
 	if from != "" {
 		first, _ := slices.BinarySearchFunc(hrs, from, func(hr *helmv2.HelmRelease, from string) int { return strings.Compare(listKey(hr), from) })
 		hrs = hrs[first:]
@@ -197,6 +200,23 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 		out.items = append(out.items, c)
 	}
 	return out, nil
+}
+
+// byKey orders apps as their listKeys compare, without building the keys (a LIST sorts every app).
+func byKey(a, b *helmv2.HelmRelease) int {
+	na, nb := catalog.AppNamespace(a), catalog.AppNamespace(b)
+	if na == nb {
+		return strings.Compare(a.Labels[catalogv1.LabelAppName], b.Labels[catalogv1.LabelAppName])
+	}
+	// Compare na+"/" with nb+"/": when one is a prefix of the other, the shorter goes on with '/'.
+	n := min(len(na), len(nb))
+	if c := strings.Compare(na[:n], nb[:n]); c != 0 {
+		return c
+	}
+	if len(na) < len(nb) {
+		return cmp.Compare('/', nb[n])
+	}
+	return cmp.Compare(na[n], '/')
 }
 
 // listKey orders a list and places its pages: /namespace/name of the app.
@@ -313,11 +333,29 @@ func (s *appStorage) admit(app, old *unstructured.Unstructured) error {
 	return nil
 }
 
+// namespaceReader reads namespaces from the admission chain's informer (NamespaceLifecycle's) and,
+// for one it has not seen yet (just created), from kube-apiserver, as NamespaceLifecycle does.
+// What it returns is shared: never modified.
+type namespaceReader struct {
+	lister corelisters.NamespaceLister
+	client client.Client
+}
+
+func (r namespaceReader) get(ctx context.Context, name string) (*corev1.Namespace, error) {
+	if r.lister != nil {
+		if ns, err := r.lister.Get(name); err == nil {
+			return ns, nil
+		}
+	}
+	ns := &corev1.Namespace{}
+	return ns, r.client.Get(ctx, client.ObjectKey{Name: name}, ns)
+}
+
 // namespace reads the tenant namespace an app is ordered in, and checks that its delivery
 // namespace is in place: an app is only ever installed as its tenant's delivery identity.
 func (s *appStorage) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
-	ns := &corev1.Namespace{}
-	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+	ns, err := s.namespaces.get(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	if ns.DeletionTimestamp != nil {
@@ -327,8 +365,7 @@ func (s *appStorage) namespace(ctx context.Context, name string) (*corev1.Namesp
 	if delivery == "" || ns.Labels[tenancyv1.LabelTenant] == "" {
 		return nil, apierrors.NewForbidden(s.gr(), "", fmt.Errorf("namespace %s is not a tenant's: apps are ordered in a tenant's namespace", name))
 	}
-	d := &corev1.Namespace{}
-	err := s.client.Get(ctx, client.ObjectKey{Name: delivery}, d)
+	d, err := s.namespaces.get(ctx, delivery)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
@@ -533,7 +570,7 @@ func (s *appStorage) DeleteCollection(ctx context.Context, deleteValidation rest
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(hrs, func(a, b *helmv2.HelmRelease) int { return strings.Compare(listKey(a), listKey(b)) })
+	slices.SortFunc(hrs, byKey)
 	deleted := s.NewList().(*unstructured.UnstructuredList)
 	var kept []string
 	for _, hr := range hrs {
