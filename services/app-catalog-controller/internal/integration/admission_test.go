@@ -140,11 +140,16 @@ func TestAppsGoThroughAdmission(t *testing.T) {
 // deletion protection are kept, and the answer says which.
 func TestDeleteCollection(t *testing.T) {
 	ctx := context.Background()
-	installDefinition(t, "postgres")
+	def := testDefinition(t, "Crate", "crates", nil)
+	if err := kube.Create(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
+	waitDiscovered(t, "crates", true)
 	ns := tenantNamespace(t, "collection")
-	pg := apps.Resource(postgresGVR).Namespace(ns)
+	pg := apps.Resource(schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "crates"}).Namespace(ns)
 	for name, spec := range map[string]string{"a": "{}", "b": "{}", "keep": "{deletionProtection: true}", "other": "{}"} {
-		obj := appObject("Postgres", ns, name, spec)
+		obj := appObject("Crate", ns, name, spec)
 		if name != "other" {
 			obj.SetLabels(map[string]string{"batch": "1"})
 		}
