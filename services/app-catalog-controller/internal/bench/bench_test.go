@@ -210,6 +210,20 @@ func appName(i int) (ns, name string) {
 
 // create creates apps [from, to) with concurrent writers and returns each create's latency.
 func create(b *testing.B, ctx context.Context, apps dynamic.Interface, from, to int) []time.Duration {
+	return concurrently(b, from, to, func(i int) error {
+		ns, name := appName(i)
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1 + i%3)}}}
+		u.SetAPIVersion("apps.flotilla.dev/v1alpha1")
+		u.SetKind("Postgres")
+		u.SetName(name)
+		_, err := apps.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// concurrently runs write(i) for i in [from, to) on `writers` goroutines and returns the latency
+// of each write that succeeded.
+func concurrently(b *testing.B, from, to int, write func(i int) error) []time.Duration {
 	var mu sync.Mutex
 	var lat []time.Duration
 	next := make(chan int)
@@ -219,16 +233,11 @@ func create(b *testing.B, ctx context.Context, apps dynamic.Interface, from, to 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				ns, name := appName(i)
-				u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1 + i%3)}}}
-				u.SetAPIVersion("apps.flotilla.dev/v1alpha1")
-				u.SetKind("Postgres")
-				u.SetName(name)
 				start := time.Now()
-				_, err := apps.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+				err := write(i)
 				took := time.Since(start)
 				if err != nil {
-					b.Errorf("create %s/%s: %v", ns, name, err)
+					b.Errorf("write %d: %v", i, err)
 					continue
 				}
 				mu.Lock()

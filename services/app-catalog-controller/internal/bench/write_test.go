@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,34 +25,12 @@ func directCreates(b *testing.B, ctx context.Context, c crclient.Client, n int) 
 	ns, name := appName(0)
 	template := &helmv2.HelmRelease{}
 	check(b, c.Get(ctx, crclient.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-" + name}, template))
-	var mu sync.Mutex
-	var lat []time.Duration
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				hr := &helmv2.HelmRelease{Spec: template.Spec}
-				hr.Namespace, hr.Name = template.Namespace, fmt.Sprintf("floor-%05d", i)
-				hr.Labels = map[string]string{"bench": "floor"}
-				start := time.Now()
-				err := c.Create(ctx, hr)
-				took := time.Since(start)
-				check(b, err)
-				mu.Lock()
-				lat = append(lat, took)
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return lat
+	return concurrently(b, 0, n, func(i int) error {
+		hr := &helmv2.HelmRelease{Spec: template.Spec}
+		hr.Namespace, hr.Name = template.Namespace, fmt.Sprintf("floor-%05d", i)
+		hr.Labels = map[string]string{"bench": "floor"}
+		return c.Create(ctx, hr)
+	})
 }
 
 // memory is what the apps apiserver holds: its watch cache's history (its own accounting, as
