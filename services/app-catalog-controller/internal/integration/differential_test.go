@@ -27,8 +27,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // The apps API against its oracle: a CRD of the same schema (the twin), driven with the same
@@ -678,4 +680,57 @@ func memo(apiVersion, kind, ns, name, color string, replicas int) *unstructured.
 	u.SetName(name)
 	u.SetLabels(map[string]string{"color": color})
 	return u
+}
+
+// Deleting a tenant deletes its namespace and every app in it: a watch of the namespace sees each
+// app DELETED, as a watch of the twin sees each of its objects when the namespace goes, and the
+// apps API then lists nothing there.
+func TestNamespaceDeletionAsForCRD(t *testing.T) {
+	ctx := context.Background()
+	ns := tenantNamespace(t, "nsgone")
+	twinGVR := twinCRD(t, "Note", "notes", jotSchema)
+	def := testDefinition(t, "Note", "notes", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
+	if err := kube.Create(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
+	waitDiscovered(t, "notes", true)
+	sides := []*side{
+		{name: "app", gvr: schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "notes"}, apiVersion: "apps.flotilla.dev/v1alpha1", client: apps},
+		{name: "twin", gvr: twinGVR, apiVersion: "twin.flotilla.dev/v1", client: apps},
+	}
+	var watches []*observed
+	for _, s := range sides {
+		for i := range 3 {
+			if _, err := s.in(ns).Create(ctx, memo(s.apiVersion, "Note", ns, fmt.Sprintf("m%d", i), "red", 1), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := s.in(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := watchInto(t, s.in(ns), metav1.ListOptions{ResourceVersion: l.GetResourceVersion()}, l.Items...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watches = append(watches, o)
+	}
+	tn := &tenancyv1.Tenant{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.RootNamespace, Name: "nsgone"}, tn); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Delete(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sides {
+		eventually(t, 2*time.Minute, s.name+": every object in the namespace DELETED", func() (bool, error) {
+			return len(watches[i].state()) == 0, nil
+		})
+		eventually(t, 2*time.Minute, s.name+": nothing listed in the namespace", func() (bool, error) {
+			l, err := s.in(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(l.Items) == 0, client.IgnoreNotFound(err)
+		})
+	}
+	sameEvents(t, "watch of the deleted namespace", watches[0], watches[1])
 }
