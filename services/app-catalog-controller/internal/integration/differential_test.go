@@ -734,3 +734,52 @@ func TestNamespaceDeletionAsForCRD(t *testing.T) {
 	}
 	sameEvents(t, "watch of the deleted namespace", watches[0], watches[1])
 }
+
+// A watch that allows bookmarks gets them, as from kube-apiserver: at a resourceVersion not older
+// than the watch's start, with nothing but the kind and the resourceVersion (within a minute: the
+// apps apiserver sends one each --watch-bookmark-interval, kube-apiserver before a watch times out).
+func TestBookmarksAsForCRD(t *testing.T) {
+	ctx := context.Background()
+	twinCRD(t, "Mark", "marks", jotSchema)
+	def := testDefinition(t, "Mark", "marks", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
+	if err := kube.Create(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
+	waitDiscovered(t, "marks", true)
+	var wg sync.WaitGroup
+	for _, gvr := range []schema.GroupVersionResource{
+		{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "marks"},
+		{Group: "twin.flotilla.dev", Version: "v1", Resource: "marks"},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := apps.Resource(gvr).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			start, _ := strconv.ParseUint(l.GetResourceVersion(), 10, 64)
+			w, err := apps.Resource(gvr).Watch(ctx, metav1.ListOptions{ResourceVersion: l.GetResourceVersion(), AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](75)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer w.Stop()
+			for ev := range w.ResultChan() {
+				if ev.Type != watch.Bookmark {
+					continue
+				}
+				u := ev.Object.(*unstructured.Unstructured)
+				rv, _ := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
+				if rv < start || u.GetName() != "" || u.Object["spec"] != nil {
+					t.Errorf("%s: bookmark at %d (watch from %d): %v", gvr.Group, rv, start, u.Object)
+				}
+				return
+			}
+			t.Errorf("%s: no bookmark before the watch ended", gvr.Group)
+		}()
+	}
+	wg.Wait()
+}
