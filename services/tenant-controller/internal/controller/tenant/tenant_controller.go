@@ -85,7 +85,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	s := &scope{tenant: t}
 	helper := patch.NewHelper(t)
 	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s))
+		stale, err := r.writeStatus(ctx, helper, s)
+		retErr = errors.Join(retErr, err)
+		if stale && retErr == nil {
+			// This reconcile read a copy older than one an earlier reconcile wrote (the cache had
+			// not caught up): its status is not written, and the tenant is looked at again.
+			res = ctrl.Result{RequeueAfter: staleRequeue}
+		}
 	}()
 
 	if !t.DeletionTimestamp.IsZero() {
@@ -241,6 +247,10 @@ func (treeChanged) Generic(event.GenericEvent) bool { return false }
 type notCreate struct{ predicate.Funcs }
 
 func (notCreate) Create(event.CreateEvent) bool { return false }
+
+// staleRequeue is how soon a tenant whose reconcile worked from a stale copy is looked at again:
+// long enough for the cache to catch up with the write that made it stale.
+const staleRequeue = 200 * time.Millisecond
 
 // requeueWhileBlocked is how often a blocked deletion is looked at again, in case nothing we
 // watch changes when the blocker goes away.
