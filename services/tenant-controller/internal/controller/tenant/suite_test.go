@@ -61,7 +61,12 @@ func run(m *testing.M) (int, error) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = tenancyv1.AddToScheme(scheme)
-	hooks, err := testenv.ReadWebhooks(filepath.Join(chartDir, "files", "manifests.yaml"))
+	manifests := filepath.Join(chartDir, "files", "manifests.yaml")
+	hooks, err := testenv.ReadWebhooks(manifests)
+	if err != nil {
+		return 0, err
+	}
+	mutating, err := testenv.ReadMutatingWebhooks(manifests)
 	if err != nil {
 		return 0, err
 	}
@@ -73,6 +78,7 @@ func run(m *testing.M) (int, error) {
 	env, err = testenv.Start(testenv.Options{
 		CRDDirs:           append(flux, filepath.Join(chartDir, "crds")),
 		Webhooks:          hooks,
+		MutatingWebhooks:  mutating,
 		ControllerManager: true,
 		Scheme:            scheme,
 	})

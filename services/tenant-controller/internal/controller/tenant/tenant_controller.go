@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -105,31 +106,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return r.reconcileNormal(ctx, s)
 }
 
-// reconcileNormal runs the phases in order; each owns one condition. Errors are aggregated; when
-// there is none, the shortest requeue wins.
+// reconcileNormal runs the phases; each owns one condition. Errors are aggregated; when there is
+// none, the shortest requeue wins.
+//
+// What must come before what, and why (everything else is written concurrently):
+//   - the namespace first: everything else lives in it, and a tenant whose quota does not fit its
+//     parent's gets none (holdNewNamespace);
+//   - the ResourceQuota and LimitRange, and the network policies, before the role bindings: no
+//     tenant user, nor the delivery identity, may create anything in a new namespace before its
+//     quota and isolation are there. Quota and policies do not depend on each other;
+//   - the delivery namespace, its ServiceAccount and its binding grant nothing in the tenant
+//     namespace (the delivery identity's binding there is written with the other bindings), so
+//     they are written alongside;
+//   - Ready is announced only by the status write at the end, after every phase succeeded.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if done, err := r.loadTree(ctx, s); done || err != nil {
 		return ctrl.Result{}, err
 	}
-	var errs []error
-	res := ctrl.Result{}
-	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
-		r.reconcileNamespace,
-		// Quota and isolation before access: no tenant user may create anything in a new namespace
-		// before its ResourceQuota and network policies are there.
-		r.reconcileQuota,
-		r.reconcileNetworkPolicies,
-		r.reconcileAccess,
-		r.reconcileDelivery,
-	} {
-		pr, err := phase(ctx, s)
-		errs = append(errs, err)
-		res = lowestRequeue(res, pr)
+	res, err := r.reconcileNamespace(ctx, s)
+	fenceThenGrant := func(ctx context.Context, s *scope) (ctrl.Result, error) {
+		res, err := concurrently(ctx, s,
+			phase{[]string{tenancyv1.QuotaReadyCondition}, r.reconcileQuota},
+			phase{[]string{tenancyv1.NetworkPolicyReadyCondition}, r.reconcileNetworkPolicies})
+		ares, aerr := r.reconcileAccess(ctx, s)
+		return lowestRequeue(res, ares), errors.Join(err, aerr)
 	}
-	if err := errors.Join(errs...); err != nil {
+	rest, rerr := concurrently(ctx, s,
+		phase{[]string{tenancyv1.QuotaReadyCondition, tenancyv1.NetworkPolicyReadyCondition, tenancyv1.AccessReadyCondition}, fenceThenGrant},
+		phase{[]string{tenancyv1.DeliveryReadyCondition}, r.reconcileDelivery})
+	if err := errors.Join(err, rerr); err != nil {
 		return ctrl.Result{}, err // controller-runtime ignores a RequeueAfter returned with an error
 	}
-	return res, nil
+	return lowestRequeue(res, rest), nil
 }
 
 func (r *Reconciler) addFinalizer(ctx context.Context, t *tenancyv1.Tenant) error {
@@ -194,7 +202,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	children := builder.WithPredicates(notCreate{})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tenancyv1.Tenant{}, builder.WithPredicates(treeChanged{})).
-		Watches(&tenancyv1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.relatives), builder.WithPredicates(treeChanged{})).
+		Watches(&tenancyv1.Tenant{}, r.relativesHandler(), builder.WithPredicates(treeChanged{})).
 		Watches(&corev1.Namespace{}, toOwner, children).
 		Watches(&rbacv1.RoleBinding{}, toOwner, children).
 		Watches(&corev1.ResourceQuota{}, toOwner, children).
@@ -205,10 +213,32 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Complete(r)
 }
 
+// relativesHandler queues the relatives of a tenant that was created, changed or deleted.
+func (r *Reconciler) relativesHandler() handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+		for _, req := range reqs {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, r.relatives(ctx, e.Object, true))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, r.relatives(ctx, e.ObjectNew, false))
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, r.relatives(ctx, e.Object, false))
+		},
+	}
+}
+
 // relatives are the tenants whose desired state depends on t: its parent (quota left over,
 // deletion progress), its siblings (reservations) and its descendants (inherited access, host,
-// services and scheduling class).
-func (r *Reconciler) relatives(ctx context.Context, o client.Object) []reconcile.Request {
+// services and scheduling class). A tenant just created changes the share of only the siblings
+// granted after it (tenancy.OrderByCreation: created in the same second with a later name);
+// the others are not queued.
+func (r *Reconciler) relatives(ctx context.Context, o client.Object, created bool) []reconcile.Request {
 	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 	own := tenancy.OwnNamespace(key)
 	var out []reconcile.Request
@@ -223,12 +253,24 @@ func (r *Reconciler) relatives(ctx context.Context, o client.Object) []reconcile
 	if err := r.List(ctx, descendants, client.MatchingFields{ancestorIndex: own}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing descendants")
 	}
-	for _, list := range [][]tenancyv1.Tenant{siblings.Items, descendants.Items} {
-		for i := range list {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list[i])})
+	for i := range siblings.Items {
+		if s := &siblings.Items[i]; !created || grantedAfter(s, o) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
 		}
 	}
+	for i := range descendants.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&descendants.Items[i])})
+	}
 	return out
+}
+
+// grantedAfter reports whether sibling s comes after o in the order quota is granted.
+func grantedAfter(s, o client.Object) bool {
+	a, b := s.GetCreationTimestamp(), o.GetCreationTimestamp()
+	if !a.Equal(&b) {
+		return b.Before(&a)
+	}
+	return s.GetName() > o.GetName()
 }
 
 // treeChanged passes the tenant events that can change the tenant or a relative: creation,

@@ -239,12 +239,14 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result,
 		hard = tenancy.OwnQuota(t, s.children)
 	}
 	ns := s.placement.Namespace
-	if err := applySet(ctx, r, ns, optional(tenancy.ResourceQuota(ns, hard)),
-		func() *corev1.ResourceQuota { return &corev1.ResourceQuota{} }, corev1ac.ExtractResourceQuota, &corev1.ResourceQuotaList{}); err != nil {
-		return failed(s, tenancyv1.QuotaReadyCondition, err)
-	}
-	if err := applySet(ctx, r, ns, optional(tenancy.LimitRange(ns, t)),
-		func() *corev1.LimitRange { return &corev1.LimitRange{} }, corev1ac.ExtractLimitRange, &corev1.LimitRangeList{}); err != nil {
+	if err := each(2, func(i int) error {
+		if i == 0 {
+			return applySet(ctx, r, ns, optional(tenancy.ResourceQuota(ns, hard)),
+				func() *corev1.ResourceQuota { return &corev1.ResourceQuota{} }, corev1ac.ExtractResourceQuota, &corev1.ResourceQuotaList{})
+		}
+		return applySet(ctx, r, ns, optional(tenancy.LimitRange(ns, t)),
+			func() *corev1.LimitRange { return &corev1.LimitRange{} }, corev1ac.ExtractLimitRange, &corev1.LimitRangeList{})
+	}); err != nil {
 		return failed(s, tenancyv1.QuotaReadyCondition, err)
 	}
 	s.fenced = true
@@ -293,11 +295,14 @@ func applySet[T client.Object, AC namedApplyConfiguration](ctx context.Context, 
 	newObj func() T, extract ssa.Extractor[T, AC], list client.ObjectList) error {
 	keep := make([]string, 0, len(desired))
 	for _, d := range desired {
-		name := *d.GetName()
-		keep = append(keep, name)
-		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: name}, newObj(), d, extract, tenancy.FieldOwner); err != nil {
-			return err
-		}
+		keep = append(keep, *d.GetName())
+	}
+	// The objects of one set are alike (all bindings, or all policies): no order among them matters.
+	if err := each(len(desired), func(i int) error {
+		_, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: keep[i]}, newObj(), desired[i], extract, tenancy.FieldOwner)
+		return err
+	}); err != nil {
+		return err
 	}
 	return r.prune(ctx, ns, list, keep...)
 }
@@ -351,12 +356,16 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		tenancy.DeliveryNamespace(p, string(t.UID)), corev1ac.ExtractNamespace, tenancy.FieldOwner); err != nil {
 		return failed(s, tenancyv1.DeliveryReadyCondition, err)
 	}
-	if err := applySet(ctx, r, name, optional(tenancy.DeliveryServiceAccount(name)),
-		func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, corev1ac.ExtractServiceAccount, &corev1.ServiceAccountList{}); err != nil {
-		return failed(s, tenancyv1.DeliveryReadyCondition, err)
-	}
-	if err := applySet(ctx, r, name, optional(tenancy.DeliveryRoleBinding(name, p.Namespace, tenancyv1.DeliveryStorageClusterRole)),
-		func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{}); err != nil {
+	// The identity and its access to the release records, in the namespace just written: a binding
+	// may name a ServiceAccount that does not exist yet, so the two go together.
+	if err := each(2, func(i int) error {
+		if i == 0 {
+			return applySet(ctx, r, name, optional(tenancy.DeliveryServiceAccount(name)),
+				func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, corev1ac.ExtractServiceAccount, &corev1.ServiceAccountList{})
+		}
+		return applySet(ctx, r, name, optional(tenancy.DeliveryRoleBinding(name, p.Namespace, tenancyv1.DeliveryStorageClusterRole)),
+			func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{})
+	}); err != nil {
 		return failed(s, tenancyv1.DeliveryReadyCondition, err)
 	}
 	conditions.MarkTrue(t, tenancyv1.DeliveryReadyCondition, tenancyv1.ReconciledReason,
