@@ -105,7 +105,9 @@ func BenchmarkTenantTree(b *testing.B) {
 		go profile(cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").DoRaw, out)
 	}
 	if out := os.Getenv("BENCH_CONTROLLER_PROFILE"); out != "" {
-		go profile(func(context.Context) ([]byte, error) { return httpGet("http://" + pprofAddr + "/debug/pprof/profile?seconds=20") }, out)
+		go profile(func(context.Context) ([]byte, error) {
+			return httpGet("http://" + pprofAddr + "/debug/pprof/profile?seconds=20")
+		}, out)
 	}
 	b.StartTimer()
 	r.controller, r.latencies = measureController(ctx, b, env.Config, c, tree)

@@ -124,7 +124,9 @@ func buildController(t *testing.T) string {
 // controllerProcess is the binary running as its own process, serving the suite's webhooks.
 type controllerProcess struct{ cmd *exec.Cmd }
 
-func ownNamespace(tn *tenancyv1.Tenant) string { return tenancy.OwnNamespace(client.ObjectKeyFromObject(tn)) }
+func ownNamespace(tn *tenancyv1.Tenant) string {
+	return tenancy.OwnNamespace(client.ObjectKeyFromObject(tn))
+}
 
 // controllerKubeconfig writes a kubeconfig for the controller process.
 func controllerKubeconfig(t *testing.T) string {
