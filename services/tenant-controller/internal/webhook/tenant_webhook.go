@@ -10,24 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
 )
 
-// Path is where the validating webhook is served.
+// Path is where the webhook is served.
 const Path = "/validate-tenancy-flotilla-dev-v1alpha1-tenant"
 
-// MutatePath is where the mutating webhook is served.
-const MutatePath = "/mutate-tenancy-flotilla-dev-v1alpha1-tenant"
-
 // +kubebuilder:webhook:path=/validate-tenancy-flotilla-dev-v1alpha1-tenant,mutating=false,failurePolicy=fail,sideEffects=None,groups=tenancy.flotilla.dev,resources=tenants,verbs=create;update,versions=v1alpha1,name=tenants.tenancy.flotilla.dev,admissionReviewVersions=v1,timeoutSeconds=10
-
-// The mutating webhook matches creation only: it adds the finalizer, which only a new Tenant lacks
-// (the reconciler adds it to one created while the webhook was not installed).
-// +kubebuilder:webhook:path=/mutate-tenancy-flotilla-dev-v1alpha1-tenant,mutating=true,failurePolicy=fail,sideEffects=None,groups=tenancy.flotilla.dev,resources=tenants,verbs=create,versions=v1alpha1,name=finalizer.tenants.tenancy.flotilla.dev,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
@@ -41,25 +33,10 @@ type TenantValidator struct {
 
 var _ admission.Validator[*tenancyv1.Tenant] = &TenantValidator{}
 
-// SetupWithManager registers the webhooks: this validator, and the defaulter that adds the finalizer.
+// SetupWithManager registers the webhook. (The finalizer is added at admission by the chart's
+// MutatingAdmissionPolicy, templates/finalizer-policy.yaml, inside kube-apiserver.)
 func (v *TenantValidator) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &tenancyv1.Tenant{}).
-		WithValidator(v).WithValidatorCustomPath(Path).
-		WithDefaulter(finalizerDefaulter{}).WithDefaulterCustomPath(MutatePath).
-		Complete()
-}
-
-// finalizerDefaulter adds the tenant finalizer as a Tenant is created, so that the controller
-// need not write it with a request of its own (and a second admission call) before its first
-// reconcile, and so that a tenant is never without it once it exists.
-type finalizerDefaulter struct{}
-
-var _ admission.Defaulter[*tenancyv1.Tenant] = finalizerDefaulter{}
-
-// Default implements admission.Defaulter.
-func (finalizerDefaulter) Default(_ context.Context, t *tenancyv1.Tenant) error {
-	controllerutil.AddFinalizer(t, tenancyv1.Finalizer)
-	return nil
+	return ctrl.NewWebhookManagedBy(mgr, &tenancyv1.Tenant{}).WithValidator(v).WithValidatorCustomPath(Path).Complete()
 }
 
 // ValidateCreate implements admission.Validator.

@@ -1,6 +1,7 @@
 package tenant_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -68,4 +69,29 @@ func TestReadyFlipsPostOneEventEach(t *testing.T) {
 		corev1.EventTypeNormal+"/Succeeded"))
 	// And nothing more once converged.
 	g.Consistently(events).WithTimeout(3 * time.Second).Should(HaveLen(3))
+}
+
+// The finalizer is on a new Tenant from its first version, added by kube-apiserver at admission
+// (the chart's MutatingAdmissionPolicy), not by a write of the controller.
+func TestFinalizerIsAddedAtAdmission(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctxFor(t)
+	rootTenant(t)
+	fin := MakeTenant("fin", "tenant-root").Quota("cpu", "1").Quota("count/pods", "1").Obj()
+	fin.Finalizers = []string{"example.com/other"}
+	g.Expect(k8s.Create(ctx, fin)).To(Succeed())
+	t.Cleanup(func() { deleteTree(ctxFor(t), NewWithT(t), fin) })
+	// The create response is the object as stored, before any reconcile.
+	g.Expect(fin.Finalizers).To(ConsistOf("example.com/other", tenancyv1.Finalizer))
+	g.Expect(fin.Generation).To(BeEquivalentTo(1))
+	eventuallyCurrent(ctx, g, fin)
+	g.Expect(get(ctx, g, fin).Finalizers).To(ConsistOf("example.com/other", tenancyv1.Finalizer))
+	// Let the deletion finish: the other finalizer is the test's.
+	t.Cleanup(func() {
+		cur := &tenancyv1.Tenant{}
+		if k8s.Get(context.Background(), client.ObjectKeyFromObject(fin), cur) == nil {
+			cur.Finalizers = []string{tenancyv1.Finalizer}
+			_ = k8s.Update(context.Background(), cur)
+		}
+	})
 }

@@ -68,11 +68,21 @@ type scope struct {
 	children  []tenancyv1.Tenant
 	siblings  []tenancyv1.Tenant // the tenants in the tenant's own namespace, itself included
 	stall     *conditions.Stall
-	// deciding: the namespace waits for the quota decision (see holdNewNamespace).
+	// deciding: the namespace waits for the quota decision (see settling).
 	deciding bool
 	// fenced and isolated: the ResourceQuota and the network policies were written in this
 	// reconcile; role bindings wait for both.
 	fenced, isolated bool
+	// delivery is the delivery namespace as read while the tenant namespace was being decided
+	// (one round trip less on the way to Ready).
+	delivery namespaceRead
+}
+
+// namespaceRead is the outcome of readNamespace.
+type namespaceRead struct {
+	ns    *corev1.Namespace
+	found bool
+	err   error
 }
 
 func (s *scope) ancestors() []*tenancyv1.Tenant { return s.chain[:len(s.chain)-1] }
@@ -123,7 +133,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if done, err := r.loadTree(ctx, s); done || err != nil {
 		return ctrl.Result{}, err
 	}
+	// The delivery namespace is only read here, not written: its phase still waits for the tenant
+	// namespace.
+	read := make(chan namespaceRead, 1)
+	go func() {
+		ns, found, err := r.readNamespace(ctx, tenancyv1.DeliveryNamespace(s.placement.Namespace))
+		read <- namespaceRead{ns, found, err}
+	}()
 	res, err := r.reconcileNamespace(ctx, s)
+	s.delivery = <-read
 	fenceThenGrant := func(ctx context.Context, s *scope) (ctrl.Result, error) {
 		res, err := concurrently(ctx, s,
 			phase{[]string{tenancyv1.QuotaReadyCondition}, r.reconcileQuota},
