@@ -74,8 +74,8 @@ type scope struct {
 	// reconcile; role bindings wait for both.
 	fenced, isolated bool
 	// delivery is the delivery namespace as read while the tenant namespace was being decided
-	// (one round trip less on the way to Ready).
-	delivery namespaceRead
+	// (one round trip less on the way to Ready), or nil.
+	delivery *namespaceRead
 }
 
 // namespaceRead is the outcome of readNamespace.
@@ -134,14 +134,20 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	// The delivery namespace is only read here, not written: its phase still waits for the tenant
-	// namespace.
-	read := make(chan namespaceRead, 1)
-	go func() {
-		ns, found, err := r.readNamespace(ctx, tenancyv1.DeliveryNamespace(s.placement.Namespace))
-		read <- namespaceRead{ns, found, err}
-	}()
+	// namespace. Not while a new tenant waits for its quota decision: that reconcile goes no further.
+	var read chan namespaceRead
+	if settleWait(s) <= 0 {
+		read = make(chan namespaceRead, 1)
+		go func() {
+			ns, found, err := r.readNamespace(ctx, tenancyv1.DeliveryNamespace(s.placement.Namespace))
+			read <- namespaceRead{ns, found, err}
+		}()
+	}
 	res, err := r.reconcileNamespace(ctx, s)
-	s.delivery = <-read
+	if read != nil {
+		d := <-read
+		s.delivery = &d
+	}
 	fenceThenGrant := func(ctx context.Context, s *scope) (ctrl.Result, error) {
 		res, err := concurrently(ctx, s,
 			phase{[]string{tenancyv1.QuotaReadyCondition}, r.reconcileQuota},

@@ -163,10 +163,7 @@ func quotaDecided(s *scope) bool {
 // reading them from kube-apiserver (not the cache) orders concurrent creations the same way in
 // every reconcile.
 func settling(s *scope) (ctrl.Result, bool) {
-	if !quotaDecided(s) {
-		return ctrl.Result{}, false
-	}
-	wait := time.Until(s.tenant.CreationTimestamp.Add(quotaSettle))
+	wait := settleWait(s)
 	if wait <= 0 {
 		return ctrl.Result{}, false
 	}
@@ -174,6 +171,14 @@ func settling(s *scope) (ctrl.Result, bool) {
 	conditions.MarkFalse(s.tenant, tenancyv1.NamespaceReadyCondition, "WaitingForQuota",
 		"Waiting for siblings created at the same time before granting quota")
 	return ctrl.Result{RequeueAfter: wait}, true
+}
+
+// settleWait is how long a new tenant whose quota is to be decided still waits (see settling).
+func settleWait(s *scope) time.Duration {
+	if !quotaDecided(s) {
+		return 0
+	}
+	return time.Until(s.tenant.CreationTimestamp.Add(quotaSettle))
 }
 
 // holdNewNamespace keeps a tenant whose quota does not fit its parent's, given its siblings as
@@ -385,6 +390,10 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	name := tenancyv1.DeliveryNamespace(p.Namespace)
+	if s.delivery == nil {
+		ns, found, err := r.readNamespace(ctx, name)
+		s.delivery = &namespaceRead{ns, found, err}
+	}
 	cur, found, err := s.delivery.ns, s.delivery.found, s.delivery.err
 	if err != nil {
 		return ctrl.Result{}, err
