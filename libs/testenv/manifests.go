@@ -9,9 +9,9 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
 
 // ApplyFile server-side applies every object of a multi-document YAML file, so that applying the
@@ -40,20 +40,46 @@ func ApplyFile(ctx context.Context, c client.Client, path string) error {
 	}
 }
 
-// ReadWebhooks reads the ValidatingWebhookConfigurations of a YAML file (as controller-gen writes
-// them), for Options.Webhooks.
+// ReadWebhooks reads the ValidatingWebhookConfigurations of YAML files (as controller-gen writes
+// them, possibly beside a MutatingWebhookConfiguration), for Options.Webhooks.
 func ReadWebhooks(paths ...string) ([]*admissionv1.ValidatingWebhookConfiguration, error) {
-	var out []*admissionv1.ValidatingWebhookConfiguration
+	return readKind[admissionv1.ValidatingWebhookConfiguration]("ValidatingWebhookConfiguration", paths)
+}
+
+// ReadMutatingWebhooks reads the MutatingWebhookConfigurations of YAML files, for
+// Options.MutatingWebhooks.
+func ReadMutatingWebhooks(paths ...string) ([]*admissionv1.MutatingWebhookConfiguration, error) {
+	return readKind[admissionv1.MutatingWebhookConfiguration]("MutatingWebhookConfiguration", paths)
+}
+
+// readKind decodes the documents of kind kind from multi-document YAML files.
+func readKind[T any](kind string, paths []string) ([]*T, error) {
+	var out []*T
 	for _, p := range paths {
-		raw, err := os.ReadFile(p)
+		f, err := os.Open(p)
 		if err != nil {
 			return nil, err
 		}
-		hook := &admissionv1.ValidatingWebhookConfiguration{}
-		if err := yaml.Unmarshal(raw, hook); err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
+		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				f.Close()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+			if u.GetKind() != kind {
+				continue
+			}
+			obj := new(T)
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+			out = append(out, obj)
 		}
-		out = append(out, hook)
 	}
 	return out, nil
 }

@@ -40,6 +40,8 @@ type Options struct {
 	// Webhooks are installed with a generated serving certificate pointing at a local port
 	// (Env.WebhookOptions tells the webhook server where).
 	Webhooks []*admissionv1.ValidatingWebhookConfiguration
+	// MutatingWebhooks are installed the same way.
+	MutatingWebhooks []*admissionv1.MutatingWebhookConfiguration
 	// ControllerManager also runs kube-controller-manager's namespace, garbage-collector,
 	// role-aggregation and PVC-protection controllers, so deletions really finish, and its
 	// resourcequota controller, without which quota admission refuses every pod in a namespace
@@ -77,7 +79,7 @@ func Start(o Options) (*Env, error) {
 		CRDDirectoryPaths:     o.CRDDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                o.Scheme,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: o.Webhooks},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: o.Webhooks, MutatingWebhooks: o.MutatingWebhooks},
 	}
 	if o.WebhookPort != 0 {
 		env.WebhookInstallOptions.LocalServingHost = "127.0.0.1"

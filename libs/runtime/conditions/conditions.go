@@ -59,11 +59,20 @@ func IsReady(obj Setter) bool {
 		obj.GetObservedGeneration() == obj.GetGeneration()
 }
 
-// ReadyFlipped returns after's Ready condition when its status differs from before's: what
-// deserves an event. An object's first Ready condition is not a flip (creation is not news).
+// ReadyFlipped returns after's Ready condition when it deserves an event: its status differs from
+// before's, or it is the object's first Ready condition and it is True (a new object's first
+// Ready is news; a new object that is still progressing is not).
 func ReadyFlipped(before, after Setter) *metav1.Condition {
 	was, now := Get(before, fmeta.ReadyCondition), Get(after, fmeta.ReadyCondition)
-	if was == nil || now == nil || was.Status == now.Status {
+	switch {
+	case now == nil:
+		return nil
+	case was == nil:
+		if now.Status == metav1.ConditionTrue {
+			return now
+		}
+		return nil
+	case was.Status == now.Status:
 		return nil
 	}
 	return now

@@ -56,7 +56,9 @@ func TestReadyFlipped(t *testing.T) {
 		before, after metav1.ConditionStatus
 		flipped       bool
 	}{
-		{"", metav1.ConditionTrue, false}, // first Ready: creation is not news
+		{"", metav1.ConditionTrue, true},   // a new object's first Ready is news
+		{"", metav1.ConditionFalse, false}, // a new object still progressing is not
+		{"", "", false},
 		{metav1.ConditionTrue, metav1.ConditionTrue, false},
 		{metav1.ConditionTrue, metav1.ConditionFalse, true},
 		{metav1.ConditionFalse, metav1.ConditionTrue, true},

@@ -21,6 +21,7 @@ type Options struct {
 
 	MetricsAddr             string
 	ProbeAddr               string
+	PprofAddr               string
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	WebhookPort             int
@@ -32,6 +33,7 @@ type Options struct {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address net/http/pprof binds to, for profiling; empty disables it.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port the admission webhook server listens on; 0 disables it.")
@@ -47,6 +49,7 @@ func New(o Options, scheme *runtime.Scheme, customize func(*ctrl.Options)) (ctrl
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.Name + ".flotilla.dev",
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,

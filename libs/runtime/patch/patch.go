@@ -30,6 +30,19 @@ func (h *Helper) Before() client.Object { return h.before }
 // Status merge-patches obj's status subresource if its status differs from the snapshot, and
 // reports whether it wrote. Finalizers and spec are never written here.
 func (h *Helper) Status(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
+	return h.status(ctx, c, obj, false)
+}
+
+// StatusIfCurrent is Status for a writer that must know its status was computed from the latest
+// object: the patch carries obj's resourceVersion, so when obj changed on the server since it was
+// read (a reconcile working from a stale cache) nothing is written and the error is a Conflict
+// (apierrors.IsConflict). What the writer does on success, such as posting an Event, then happens
+// once per change, not once per stale copy.
+func (h *Helper) StatusIfCurrent(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
+	return h.status(ctx, c, obj, true)
+}
+
+func (h *Helper) status(ctx context.Context, c client.Client, obj client.Object, current bool) (bool, error) {
 	before, err := runtime.DefaultUnstructuredConverter.ToUnstructured(h.before)
 	if err != nil {
 		return false, err
@@ -47,7 +60,11 @@ func (h *Helper) Status(ctx context.Context, c client.Client, obj client.Object)
 	if err != nil {
 		return false, err
 	}
-	to, err := json.Marshal(map[string]any{"status": after["status"]})
+	target := map[string]any{"status": after["status"]}
+	if current {
+		target["metadata"] = map[string]any{"resourceVersion": obj.GetResourceVersion()}
+	}
+	to, err := json.Marshal(target)
 	if err != nil {
 		return false, err
 	}
@@ -59,6 +76,7 @@ func (h *Helper) Status(ctx context.Context, c client.Client, obj client.Object)
 		if apierrors.IsNotFound(err) {
 			return false, nil // deleted since it was read: nothing left to report
 		}
+		// %w keeps apierrors.IsConflict working for StatusIfCurrent's callers.
 		return false, fmt.Errorf("patching status: %w", err)
 	}
 	h.before = obj.DeepCopyObject().(client.Object)

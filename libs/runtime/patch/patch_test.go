@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
@@ -40,5 +41,38 @@ func TestStatusOfAnObjectThatIsGone(t *testing.T) {
 	here.Status.Phase = corev1.NamespaceTerminating
 	if _, err := h.Status(ctx, nobody, here); err == nil {
 		t.Fatal("a forbidden status write reported no error")
+	}
+}
+
+// StatusIfCurrent writes nothing for an object changed since it was read, and says so with a
+// Conflict; from the latest copy it writes.
+func TestStatusIfCurrentRefusesAStaleCopy(t *testing.T) {
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "stale"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	stale := ns.DeepCopy()
+	ns.Labels = map[string]string{"changed": "since"}
+	if err := env.Client.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+
+	h := patch.NewHelper(stale)
+	stale.Status.Conditions = []corev1.NamespaceCondition{{Type: "Tested", Status: corev1.ConditionTrue}}
+	if wrote, err := h.StatusIfCurrent(ctx, env.Client, stale); !apierrors.IsConflict(err) || wrote {
+		t.Fatalf("status from a stale copy: wrote=%v err=%v, want a Conflict", wrote, err)
+	}
+
+	h = patch.NewHelper(ns)
+	ns.Status.Conditions = []corev1.NamespaceCondition{{Type: "Tested", Status: corev1.ConditionTrue}}
+	if wrote, err := h.StatusIfCurrent(ctx, env.Client, ns); err != nil || !wrote {
+		t.Fatalf("status from the latest copy: wrote=%v err=%v, want a write", wrote, err)
 	}
 }

@@ -2,14 +2,18 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +22,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,7 +45,8 @@ import (
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
 )
 
-// tenants is the tree's size; BENCH_TENANTS overrides it for a quick look.
+// tenants is the tree's size; BENCH_TENANTS overrides it (a quick look, or the nightly-sized run
+// of 10,000, which writes its own section of docs/benchmarks.md).
 var tenants = envInt("BENCH_TENANTS", 1000)
 
 const (
@@ -65,35 +72,50 @@ func BenchmarkTenantTree(b *testing.B) {
 	_ = tenancyv1.AddToScheme(scheme)
 	hooks, err := testenv.ReadWebhooks(filepath.Join(chart, "files", "manifests.yaml"))
 	check(b, err)
+	mutating, err := testenv.ReadMutatingWebhooks(filepath.Join(chart, "files", "manifests.yaml"))
+	check(b, err)
 	port := freePort(b)
 	env, err := testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chart, "crds")}, Webhooks: hooks,
-		WebhookPort: port, Scheme: scheme})
+		MutatingWebhooks: mutating, WebhookPort: port, Scheme: scheme})
 	check(b, err)
 	defer func() { _ = env.Stop() }()
 	ctx := context.Background()
 	c := env.Client
 	check(b, testenv.ApplyFile(ctx, c, filepath.Join(chart, "templates", "tenant-roles.yaml")))
+	check(b, testenv.ApplyFile(ctx, c, filepath.Join(chart, "templates", "finalizer-policy.yaml")))
 	tree := makeTree()
 	var r result
 
+	cs, err := kubernetes.NewForConfig(env.Config)
+	check(b, err)
 	apiserver := pidOf(b, "kube-apiserver")
 	progress("floor: creating the objects of %d tenants directly", len(tree))
 	cpu0 := cpuSeconds(b, apiserver)
+	req0 := apiRequests(b, cs)
 	r.floor = measureFloor(ctx, b, c, tree)
 	r.apiserverFloorCPU = cpuSeconds(b, apiserver) - cpu0
+	r.floorRequests = apiRequests(b, cs).minus(req0)
 	progress("floor: %s (kube-apiserver CPU %.1fs)", r.floor, r.apiserverFloorCPU)
 
-	proc, metricsAddr := startController(b, env, port)
+	proc, metricsAddr, pprofAddr := startController(b, env, port)
 	defer func() { _ = proc.Process.Kill(); _ = proc.Wait() }()
+	waitForTenantAdmission(ctx, b, c)
 	progress("controller: creating %d tenants", len(tree))
 	cpu0 = cpuSeconds(b, apiserver)
+	req0 = apiRequests(b, cs)
 	if out := os.Getenv("BENCH_APISERVER_PROFILE"); out != "" {
-		go profileAPIServer(b, env, out)
+		go profile(cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").DoRaw, out)
+	}
+	if out := os.Getenv("BENCH_CONTROLLER_PROFILE"); out != "" {
+		go profile(func(context.Context) ([]byte, error) {
+			return httpGet("http://" + pprofAddr + "/debug/pprof/profile?seconds=20")
+		}, out)
 	}
 	b.StartTimer()
-	r.controller = measureController(ctx, b, env.Config, c, tree)
+	r.controller, r.latencies = measureController(ctx, b, env.Config, c, tree)
 	b.StopTimer()
 	r.apiserverControllerCPU = cpuSeconds(b, apiserver) - cpu0
+	r.controllerRequests = apiRequests(b, cs).minus(req0)
 	r.controllerCPU = cpuSeconds(b, proc.Process.Pid)
 	r.reconciles = metric(b, metricsAddr, "controller_runtime_reconcile_total", "")
 	r.writes = writes(b, metricsAddr)
@@ -103,12 +125,15 @@ func BenchmarkTenantTree(b *testing.B) {
 	time.Sleep(quietPeriod)
 	r.quietWrites = writes(b, metricsAddr) - r.writes
 	r.peakRSSKiB = peakRSS(b, proc.Process.Pid)
+	r.events = tenantEvents(ctx, b, c)
 
 	b.ReportMetric(r.floor.Seconds(), "floor-s")
 	b.ReportMetric(r.controller.Seconds(), "controller-s")
 	b.ReportMetric(r.ratio(), "ratio")
 	b.ReportMetric(float64(r.quietWrites), "quiet-writes")
 	b.ReportMetric(float64(r.peakRSSKiB)/1024, "peak-rss-MiB")
+	b.ReportMetric(r.latency(0.50).Seconds(), "p50-s")
+	b.ReportMetric(r.latency(0.99).Seconds(), "p99-s")
 	writeResult(b, r)
 }
 
@@ -116,10 +141,21 @@ func BenchmarkTenantTree(b *testing.B) {
 type result struct {
 	floor, controller                                        time.Duration
 	apiserverFloorCPU, apiserverControllerCPU, controllerCPU float64
-	reconciles, writes, quietWrites, peakRSSKiB              int
+	reconciles, writes, quietWrites, peakRSSKiB, events      int
+	// latencies: per tenant, from its Create call to the first time it is seen Ready, sorted.
+	latencies                         []time.Duration
+	floorRequests, controllerRequests requests
 }
 
 func (r result) ratio() float64 { return r.controller.Seconds() / r.floor.Seconds() }
+
+// latency is the q quantile of the per-tenant latencies.
+func (r result) latency(q float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+}
 
 // node is one tenant of the benchmark tree.
 type node struct {
@@ -191,6 +227,11 @@ func measureFloor(ctx context.Context, b *testing.B, c client.Client, tree []nod
 		convert(tenancy.DeliveryRoleBinding(dns.Name, n.place.Namespace, tenancyv1.DeliveryStorageClusterRole), inDelivery)
 		objs = append(objs, dns, sa, inTenant, inDelivery)
 		for _, o := range objs {
+			// The same labels, but not the controller's: its caches select its own objects by
+			// label, and must not hold the floor's too (that would double its memory here).
+			if l := o.GetLabels(); l["app.kubernetes.io/managed-by"] == tenancy.FieldOwner {
+				l["app.kubernetes.io/managed-by"] = "bench-floor"
+			}
 			if err := c.Create(ctx, o); err != nil {
 				return err
 			}
@@ -203,7 +244,7 @@ func measureFloor(ctx context.Context, b *testing.B, c client.Client, tree []nod
 // measureController creates the Tenants, each once its parent tenant and the namespace it lives
 // in exist (watched through an informer cache, as a GitOps tool would), and waits for all of them
 // to be Ready for their generation.
-func measureController(ctx context.Context, b *testing.B, cfg *rest.Config, c client.Client, tree []node) time.Duration {
+func measureController(ctx context.Context, b *testing.B, cfg *rest.Config, c client.Client, tree []node) (time.Duration, []time.Duration) {
 	seen, err := cache.New(cfg, cache.Options{Scheme: c.Scheme()})
 	check(b, err)
 	cctx, cancel := context.WithCancel(ctx)
@@ -212,13 +253,31 @@ func measureController(ctx context.Context, b *testing.B, cfg *rest.Config, c cl
 		_, err := seen.GetInformer(cctx, o)
 		check(b, err)
 	}
+	// Each tenant's latency: from the start of the Create call that made it to the first time it
+	// is seen Ready for its generation.
+	var mu sync.Mutex
+	created, ready := map[string]time.Time{}, map[string]time.Time{}
+	tenantInformer, err := seen.GetInformer(cctx, &tenancyv1.Tenant{})
+	check(b, err)
+	onTenant := func(o any) {
+		if t, ok := o.(*tenancyv1.Tenant); ok && isReady(t) {
+			mu.Lock()
+			if _, ok := ready[t.Namespace+"/"+t.Name]; !ok {
+				ready[t.Namespace+"/"+t.Name] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}
+	_, err = tenantInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: onTenant, UpdateFunc: func(_, o any) { onTenant(o) }})
+	check(b, err)
 	go func() { _ = seen.Start(cctx) }()
 	seen.WaitForCacheSync(cctx)
 
 	start := time.Now()
 	check(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootNamespace}}))
 	parallel(b, tree, func(n node) error {
-		deadline := time.Now().Add(5 * time.Minute)
+		deadline := time.Now().Add(time.Duration(max(1, tenants/1000)) * 5 * time.Minute)
 		for {
 			parentReady := true
 			if n.place.Parent.Name != "" {
@@ -226,8 +285,12 @@ func measureController(ctx context.Context, b *testing.B, cfg *rest.Config, c cl
 					seen.Get(ctx, types.NamespacedName{Name: n.t.Namespace}, &corev1.Namespace{}) == nil
 			}
 			if parentReady {
+				at := time.Now()
 				err := c.Create(ctx, n.t.DeepCopy())
 				if err == nil {
+					mu.Lock()
+					created[n.t.Namespace+"/"+n.t.Name] = at
+					mu.Unlock()
 					return nil
 				}
 				if !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
@@ -243,23 +306,37 @@ func measureController(ctx context.Context, b *testing.B, cfg *rest.Config, c cl
 	for {
 		list := &tenancyv1.TenantList{}
 		check(b, seen.List(ctx, list))
-		ready := 0
+		nready := 0
 		for i := range list.Items {
-			t := &list.Items[i]
-			for _, cond := range t.Status.Conditions {
-				if cond.Type == "Ready" && cond.Status == metav1.ConditionTrue && t.Status.ObservedGeneration == t.Generation {
-					ready++
-				}
+			if isReady(&list.Items[i]) {
+				nready++
 			}
 		}
-		if ready == tenants {
-			return time.Since(start)
+		if nready == tenants {
+			took := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			latencies := make([]time.Duration, 0, len(created))
+			for k, at := range created {
+				latencies = append(latencies, ready[k].Sub(at))
+			}
+			slices.Sort(latencies)
+			return took, latencies
 		}
-		if time.Since(start) > 15*time.Minute {
-			b.Fatalf("only %d of %d tenants Ready after 15 minutes", ready, tenants)
+		if limit := time.Duration(max(1, tenants/1000)) * 15 * time.Minute; time.Since(start) > limit {
+			b.Fatalf("only %d of %d tenants Ready after %s", nready, tenants, limit)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func isReady(t *tenancyv1.Tenant) bool {
+	for _, cond := range t.Status.Conditions {
+		if cond.Type == "Ready" && cond.Status == metav1.ConditionTrue && t.Status.ObservedGeneration == t.Generation {
+			return true
+		}
+	}
+	return false
 }
 
 // parallel runs fn over the tree in order, `workers` at a time (order matters only in that a
@@ -291,19 +368,23 @@ func parallel(b *testing.B, tree []node, fn func(node) error) {
 }
 
 // startController runs the real tenant-controller binary as its own process, as in production.
-func startController(b *testing.B, env *testenv.Env, webhookPort int) (*exec.Cmd, string) {
+func startController(b *testing.B, env *testenv.Env, webhookPort int) (*exec.Cmd, string, string) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "tenant-controller")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	check(b, build.Run())
+	// BENCH_CONTROLLER_BIN runs a binary built elsewhere (another commit, for a before/after).
+	bin := os.Getenv("BENCH_CONTROLLER_BIN")
+	if bin == "" {
+		bin = filepath.Join(dir, "tenant-controller")
+		build := exec.Command("go", "build", "-o", bin, "../../cmd")
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		check(b, build.Run())
+	}
 	user, err := env.AddUser(envtest.User{Name: "tenant-controller", Groups: []string{"system:masters"}}, nil)
 	check(b, err)
 	kubeconfig, err := user.KubeConfig()
 	check(b, err)
 	check(b, os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600))
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	cmd := exec.Command(bin, "--metrics-bind-address="+metrics, "--health-probe-bind-address=127.0.0.1:0",
+	metrics, pprof := fmt.Sprintf("127.0.0.1:%d", freePort(b)), fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	cmd := exec.Command(bin, "--metrics-bind-address="+metrics, "--health-probe-bind-address=127.0.0.1:0", "--pprof-bind-address="+pprof,
 		fmt.Sprintf("--webhook-port=%d", webhookPort), "--webhook-cert-dir="+env.WebhookInstallOptions.LocalServingCertDir,
 		fmt.Sprintf("--concurrency=%d", workers), "--zap-log-level=error")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"))
@@ -321,7 +402,24 @@ func startController(b *testing.B, env *testenv.Env, webhookPort int) (*exec.Cmd
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return cmd, metrics
+	return cmd, metrics, pprof
+}
+
+// waitForTenantAdmission waits until kube-apiserver's admission policies know the Tenant type (a
+// few seconds after its CRD is installed): a dry-run create in a namespace where no Tenant may live
+// is refused by the webhook (422), not by admission not knowing the type.
+func waitForTenantAdmission(ctx context.Context, b *testing.B, c client.Client) {
+	probe := &tenancyv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"}}
+	for i := 0; ; i++ {
+		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		if err == nil || apierrors.IsInvalid(err) {
+			return
+		}
+		if i > 300 {
+			b.Fatalf("Tenants are not admitted: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // writes sums the controller's non-GET API requests from its client-go metrics.
@@ -332,11 +430,10 @@ func writes(b *testing.B, addr string) int {
 // metric sums the samples of a counter from a Prometheus endpoint, leaving out those whose labels
 // contain exclude.
 func metric(b *testing.B, addr, name, exclude string) int {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	raw, err := httpGet("http://" + addr + "/metrics")
 	check(b, err)
-	defer resp.Body.Close()
 	total := 0
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, name+"{") || (exclude != "" && strings.Contains(line, exclude)) {
@@ -349,20 +446,102 @@ func metric(b *testing.B, addr, name, exclude string) int {
 	return total
 }
 
-// profileAPIServer saves a 20-second CPU profile of kube-apiserver (BENCH_APISERVER_PROFILE), to
-// see where the controller phase spends the server's time: go tool pprof -top FILE.
-func profileAPIServer(b *testing.B, env *testenv.Env, out string) {
-	cs, err := kubernetes.NewForConfig(env.Config)
+func httpGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
 	if err != nil {
-		progress("profile: %v", err)
-		return
+		return nil, err
 	}
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").DoRaw(context.Background())
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// profile saves a 20-second CPU profile, taken from the start of the controller phase, of
+// kube-apiserver (BENCH_APISERVER_PROFILE) or the controller (BENCH_CONTROLLER_PROFILE), to see
+// where the time goes: go tool pprof -top FILE.
+func profile(get func(context.Context) ([]byte, error), out string) {
+	raw, err := get(context.Background())
 	if err != nil {
 		progress("profile: %v", err)
 		return
 	}
 	_ = os.WriteFile(out, raw, 0o644)
+}
+
+// requests counts kube-apiserver requests by "VERB resource[/subresource]".
+type requests map[string]float64
+
+func (r requests) minus(o requests) requests {
+	out := requests{}
+	for k, v := range r {
+		if d := v - o[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func (r requests) total() float64 {
+	sum := 0.0
+	for _, v := range r {
+		sum += v
+	}
+	return sum
+}
+
+// apiRequests reads kube-apiserver's apiserver_request_total, and the calls it made to admission
+// webhooks (as "WEBHOOK operation"), from its /metrics.
+func apiRequests(b *testing.B, cs kubernetes.Interface) requests {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	check(b, err)
+	out := requests{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var name string
+		switch {
+		case strings.HasPrefix(line, "apiserver_request_total{"):
+			l := labelsOf(line)
+			if l["verb"] == "WATCH" || l["verb"] == "CONNECT" {
+				continue // long-running: a count of streams, not of work
+			}
+			name = l["verb"] + " " + l["resource"]
+			if l["subresource"] != "" {
+				name += "/" + l["subresource"]
+			}
+		case strings.HasPrefix(line, "apiserver_admission_webhook_admission_duration_seconds_count{"):
+			l := labelsOf(line)
+			name = "WEBHOOK " + l["operation"] + " (" + l["type"] + ")"
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		check(b, err)
+		out[name] += v
+	}
+	return out
+}
+
+// labelsOf parses the labels of one Prometheus sample line (values without commas or quotes).
+func labelsOf(line string) map[string]string {
+	out := map[string]string{}
+	inner := line[strings.IndexByte(line, '{')+1 : strings.LastIndexByte(line, '}')]
+	for _, kv := range strings.Split(inner, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+// tenantEvents counts the Events posted about Tenants.
+func tenantEvents(ctx context.Context, b *testing.B, c client.Client) int {
+	list := &eventsv1.EventList{}
+	check(b, c.List(ctx, list))
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Tenant" {
+			n++
+		}
+	}
+	return n
 }
 
 // pidOf finds the process whose executable is named name (the control plane this run started).
@@ -425,25 +604,78 @@ func writeResult(b *testing.B, r result) {
 		}
 		return "**not met**"
 	}
-	body := fmt.Sprintf(`## tenant-controller: a %d-tenant tree (depth 4) to all Ready
+	n := float64(tenants)
+	cpuRatio := r.apiserverControllerCPU / r.apiserverFloorCPU
+	depth := 0
+	for _, n := range makeTree() {
+		depth = max(depth, n.place.Depth)
+	}
+	section := "tenant-controller"
+	if tenants != 1000 {
+		section = fmt.Sprintf("tenant-controller-%d", tenants)
+	}
+	body := fmt.Sprintf(`## tenant-controller: a %d-tenant tree (depth %d) to all Ready
 
 | figure | value | goal |
 |---|---|---|
 | floor: the same namespaces, role bindings, quotas, network policies and delivery namespaces with their ServiceAccount and bindings, created directly with client-go (%d in parallel) | %.1f s | |
 | tenant-controller: first Tenant created → all %d Ready (a client creating each tenant once its parent exists) | %.1f s | |
 | ratio controller / floor | **%.2f×** | ≤ 1.5× (%s) |
+| per-tenant latency, Create call → seen Ready: p50 / p99 | %.1f s / **%.1f s** | p99 ≤ 10 s (%s) |
+| kube-apiserver CPU: floor / controller phase | %.1f s / %.1f s (**%.2f×**) | ≤ 1.5× (%s) |
+| kube-apiserver requests per tenant: floor / controller phase (all clients, without watches) | %.1f / %.1f | |
+| controller: API writes per tenant until converged (its client-go metrics) | %.1f | |
 | API writes by the controller in the %d s after convergence | **%d** | 0 (%s) |
+| Events posted about Tenants | %d | one per tenant's first Ready |
 | controller peak RSS (VmHWM) | %.0f MiB | |
-| kube-apiserver CPU: floor / controller phase | %.1f s / %.1f s | |
 | controller CPU, reconciles, API writes until converged | %.1f s, %d, %d | |
 
-The controller runs as its own process (the real binary, %d workers) with its admission webhook
+The controller runs as its own process (the real binary, %d workers) with its admission webhooks
 in the path of every Tenant create; the floor makes plain creates with no controller, webhook, Tenant
 objects or status. See `+"`services/tenant-controller/internal/bench`"+`.
-`, tenants, workers, r.floor.Seconds(), tenants, r.controller.Seconds(), r.ratio(), status(r.ratio() <= 1.5),
-		int(quietPeriod.Seconds()), r.quietWrites, status(r.quietWrites == 0), float64(r.peakRSSKiB)/1024,
-		r.apiserverFloorCPU, r.apiserverControllerCPU, r.controllerCPU, r.reconciles, r.writes, workers)
-	check(b, testenv.WriteBenchSection(out, "tenant-controller", body))
+
+Requests per tenant by verb and resource (kube-apiserver's `+"`apiserver_request_total`"+`, and its
+calls to admission webhooks; the controller phase includes the bench client's own Tenant creates
+and the reads of its informers):
+
+| request | floor | controller phase |
+|---|---|---|
+%s`, tenants, depth, workers, r.floor.Seconds(), tenants, r.controller.Seconds(), r.ratio(), status(r.ratio() <= 1.5),
+		r.latency(0.50).Seconds(), r.latency(0.99).Seconds(), status(r.latency(0.99) <= 10*time.Second),
+		r.apiserverFloorCPU, r.apiserverControllerCPU, cpuRatio, status(cpuRatio <= 1.5),
+		r.floorRequests.total()/n, r.controllerRequests.total()/n, float64(r.writes)/n,
+		int(quietPeriod.Seconds()), r.quietWrites, status(r.quietWrites == 0), r.events, float64(r.peakRSSKiB)/1024,
+		r.controllerCPU, r.reconciles, r.writes, workers, requestRows(r.floorRequests, r.controllerRequests, n))
+	check(b, testenv.WriteBenchSection(out, section, body))
+}
+
+// requestRows lists the requests either phase made at least 0.05 times per tenant, most frequent
+// in the controller phase first.
+func requestRows(floor, controller requests, n float64) string {
+	keys := map[string]bool{}
+	for k := range floor {
+		keys[k] = true
+	}
+	for k := range controller {
+		keys[k] = true
+	}
+	var rows []string
+	for k := range keys {
+		if floor[k]/n >= 0.05 || controller[k]/n >= 0.05 {
+			rows = append(rows, k)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if controller[rows[i]] != controller[rows[j]] {
+			return controller[rows[i]] > controller[rows[j]]
+		}
+		return rows[i] < rows[j]
+	})
+	var out strings.Builder
+	for _, k := range rows {
+		fmt.Fprintf(&out, "| %s | %.2f | %.2f |\n", k, floor[k]/n, controller[k]/n)
+	}
+	return out.String()
 }
 
 func progress(format string, args ...any) {

@@ -33,7 +33,8 @@ type TenantValidator struct {
 
 var _ admission.Validator[*tenancyv1.Tenant] = &TenantValidator{}
 
-// SetupWithManager registers the webhook.
+// SetupWithManager registers the webhook. (The finalizer is added at admission by the chart's
+// MutatingAdmissionPolicy, templates/finalizer-policy.yaml, inside kube-apiserver.)
 func (v *TenantValidator) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &tenancyv1.Tenant{}).WithValidator(v).WithValidatorCustomPath(Path).Complete()
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -61,7 +62,12 @@ func run(m *testing.M) (int, error) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = tenancyv1.AddToScheme(scheme)
-	hooks, err := testenv.ReadWebhooks(filepath.Join(chartDir, "files", "manifests.yaml"))
+	manifests := filepath.Join(chartDir, "files", "manifests.yaml")
+	hooks, err := testenv.ReadWebhooks(manifests)
+	if err != nil {
+		return 0, err
+	}
+	mutating, err := testenv.ReadMutatingWebhooks(manifests)
 	if err != nil {
 		return 0, err
 	}
@@ -73,6 +79,7 @@ func run(m *testing.M) (int, error) {
 	env, err = testenv.Start(testenv.Options{
 		CRDDirs:           append(flux, filepath.Join(chartDir, "crds")),
 		Webhooks:          hooks,
+		MutatingWebhooks:  mutating,
 		ControllerManager: true,
 		Scheme:            scheme,
 	})
@@ -82,8 +89,10 @@ func run(m *testing.M) (int, error) {
 	defer func() { _ = env.Stop() }()
 	k8s = env.Client
 	ctx := context.Background()
-	if err := testenv.ApplyFile(ctx, k8s, filepath.Join(chartDir, "templates", "tenant-roles.yaml")); err != nil {
-		return 0, err
+	for _, f := range []string{"tenant-roles.yaml", "finalizer-policy.yaml"} {
+		if err := testenv.ApplyFile(ctx, k8s, filepath.Join(chartDir, "templates", f)); err != nil {
+			return 0, err
+		}
 	}
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootNamespace}}); err != nil {
 		return 0, err
@@ -92,6 +101,9 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer stopManager()
+	if err := waitForTenantAdmission(ctx); err != nil {
+		return 0, err
+	}
 	return m.Run(), nil
 }
 
@@ -136,4 +148,22 @@ func startManager() error {
 func stopManager() {
 	stopMgr()
 	<-managerErr
+}
+
+// waitForTenantAdmission waits until kube-apiserver admits Tenants: its mutating admission
+// policies know a custom resource's type only once the CRD's schema is published, a few seconds
+// after the CRD is installed ("Resource kind ... not found" until then).
+func waitForTenantAdmission(ctx context.Context) error {
+	probe := &tenancyv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: tenancyv1.RootNamespace}}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(wctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		last = k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return last == nil || apierrors.IsAlreadyExists(last), nil
+	})
+	if err != nil {
+		return fmt.Errorf("tenants are not admitted: %w (last: %v)", err, last)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -67,11 +68,21 @@ type scope struct {
 	children  []tenancyv1.Tenant
 	siblings  []tenancyv1.Tenant // the tenants in the tenant's own namespace, itself included
 	stall     *conditions.Stall
-	// deciding: the namespace waits for the quota decision (see holdNewNamespace).
+	// deciding: the namespace waits for the quota decision (see settling).
 	deciding bool
 	// fenced and isolated: the ResourceQuota and the network policies were written in this
 	// reconcile; role bindings wait for both.
 	fenced, isolated bool
+	// delivery is the delivery namespace as read while the tenant namespace was being decided
+	// (one round trip less on the way to Ready), or nil.
+	delivery *namespaceRead
+}
+
+// namespaceRead is the outcome of readNamespace.
+type namespaceRead struct {
+	ns    *corev1.Namespace
+	found bool
+	err   error
 }
 
 func (s *scope) ancestors() []*tenancyv1.Tenant { return s.chain[:len(s.chain)-1] }
@@ -85,7 +96,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	s := &scope{tenant: t}
 	helper := patch.NewHelper(t)
 	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s))
+		stale, err := r.writeStatus(ctx, helper, s)
+		retErr = errors.Join(retErr, err)
+		if stale && retErr == nil {
+			// This reconcile read a copy older than one an earlier reconcile wrote (the cache had
+			// not caught up): its status is not written, and the tenant is looked at again.
+			res = ctrl.Result{RequeueAfter: staleRequeue}
+		}
 	}()
 
 	if !t.DeletionTimestamp.IsZero() {
@@ -99,31 +116,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return r.reconcileNormal(ctx, s)
 }
 
-// reconcileNormal runs the phases in order; each owns one condition. Errors are aggregated; when
-// there is none, the shortest requeue wins.
+// reconcileNormal runs the phases; each owns one condition. Errors are aggregated; when there is
+// none, the shortest requeue wins.
+//
+// What must come before what, and why (everything else is written concurrently):
+//   - the namespace first: everything else lives in it, and a tenant whose quota does not fit its
+//     parent's gets none (holdNewNamespace);
+//   - the ResourceQuota and LimitRange, and the network policies, before the role bindings: no
+//     tenant user, nor the delivery identity, may create anything in a new namespace before its
+//     quota and isolation are there. Quota and policies do not depend on each other;
+//   - the delivery namespace, its ServiceAccount and its binding grant nothing in the tenant
+//     namespace (the delivery identity's binding there is written with the other bindings), so
+//     they are written alongside;
+//   - Ready is announced only by the status write at the end, after every phase succeeded.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if done, err := r.loadTree(ctx, s); done || err != nil {
 		return ctrl.Result{}, err
 	}
-	var errs []error
-	res := ctrl.Result{}
-	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
-		r.reconcileNamespace,
-		// Quota and isolation before access: no tenant user may create anything in a new namespace
-		// before its ResourceQuota and network policies are there.
-		r.reconcileQuota,
-		r.reconcileNetworkPolicies,
-		r.reconcileAccess,
-		r.reconcileDelivery,
-	} {
-		pr, err := phase(ctx, s)
-		errs = append(errs, err)
-		res = lowestRequeue(res, pr)
+	// The delivery namespace is only read here, not written: its phase still waits for the tenant
+	// namespace. Not while a new tenant waits for its quota decision: that reconcile goes no further.
+	var read chan namespaceRead
+	if settleWait(s) <= 0 {
+		read = make(chan namespaceRead, 1)
+		go func() {
+			ns, found, err := r.readNamespace(ctx, tenancyv1.DeliveryNamespace(s.placement.Namespace))
+			read <- namespaceRead{ns, found, err}
+		}()
 	}
-	if err := errors.Join(errs...); err != nil {
+	res, err := r.reconcileNamespace(ctx, s)
+	if read != nil {
+		d := <-read
+		s.delivery = &d
+	}
+	fenceThenGrant := func(ctx context.Context, s *scope) (ctrl.Result, error) {
+		res, err := concurrently(ctx, s,
+			phase{[]string{tenancyv1.QuotaReadyCondition}, r.reconcileQuota},
+			phase{[]string{tenancyv1.NetworkPolicyReadyCondition}, r.reconcileNetworkPolicies})
+		ares, aerr := r.reconcileAccess(ctx, s)
+		return lowestRequeue(res, ares), errors.Join(err, aerr)
+	}
+	rest, rerr := concurrently(ctx, s,
+		phase{[]string{tenancyv1.QuotaReadyCondition, tenancyv1.NetworkPolicyReadyCondition, tenancyv1.AccessReadyCondition}, fenceThenGrant},
+		phase{[]string{tenancyv1.DeliveryReadyCondition}, r.reconcileDelivery})
+	if err := errors.Join(err, rerr); err != nil {
 		return ctrl.Result{}, err // controller-runtime ignores a RequeueAfter returned with an error
 	}
-	return res, nil
+	return lowestRequeue(res, rest), nil
 }
 
 func (r *Reconciler) addFinalizer(ctx context.Context, t *tenancyv1.Tenant) error {
@@ -188,7 +226,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	children := builder.WithPredicates(notCreate{})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tenancyv1.Tenant{}, builder.WithPredicates(treeChanged{})).
-		Watches(&tenancyv1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.relatives), builder.WithPredicates(treeChanged{})).
+		Watches(&tenancyv1.Tenant{}, r.relativesHandler(), builder.WithPredicates(treeChanged{})).
 		Watches(&corev1.Namespace{}, toOwner, children).
 		Watches(&rbacv1.RoleBinding{}, toOwner, children).
 		Watches(&corev1.ResourceQuota{}, toOwner, children).
@@ -199,10 +237,32 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Complete(r)
 }
 
+// relativesHandler queues the relatives of a tenant that was created, changed or deleted.
+func (r *Reconciler) relativesHandler() handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+		for _, req := range reqs {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, r.relatives(ctx, e.Object, true))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, r.relatives(ctx, e.ObjectNew, false))
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, r.relatives(ctx, e.Object, false))
+		},
+	}
+}
+
 // relatives are the tenants whose desired state depends on t: its parent (quota left over,
 // deletion progress), its siblings (reservations) and its descendants (inherited access, host,
-// services and scheduling class).
-func (r *Reconciler) relatives(ctx context.Context, o client.Object) []reconcile.Request {
+// services and scheduling class). A tenant just created changes the share of only the siblings
+// granted after it (tenancy.OrderByCreation: created in the same second with a later name);
+// the others are not queued.
+func (r *Reconciler) relatives(ctx context.Context, o client.Object, created bool) []reconcile.Request {
 	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 	own := tenancy.OwnNamespace(key)
 	var out []reconcile.Request
@@ -217,12 +277,24 @@ func (r *Reconciler) relatives(ctx context.Context, o client.Object) []reconcile
 	if err := r.List(ctx, descendants, client.MatchingFields{ancestorIndex: own}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing descendants")
 	}
-	for _, list := range [][]tenancyv1.Tenant{siblings.Items, descendants.Items} {
-		for i := range list {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list[i])})
+	for i := range siblings.Items {
+		if s := &siblings.Items[i]; !created || grantedAfter(s, o) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
 		}
 	}
+	for i := range descendants.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&descendants.Items[i])})
+	}
 	return out
+}
+
+// grantedAfter reports whether sibling s comes after o in the order quota is granted.
+func grantedAfter(s, o client.Object) bool {
+	a, b := s.GetCreationTimestamp(), o.GetCreationTimestamp()
+	if !a.Equal(&b) {
+		return b.Before(&a)
+	}
+	return s.GetName() > o.GetName()
 }
 
 // treeChanged passes the tenant events that can change the tenant or a relative: creation,
@@ -241,6 +313,10 @@ func (treeChanged) Generic(event.GenericEvent) bool { return false }
 type notCreate struct{ predicate.Funcs }
 
 func (notCreate) Create(event.CreateEvent) bool { return false }
+
+// staleRequeue is how soon a tenant whose reconcile worked from a stale copy is looked at again:
+// long enough for the cache to catch up with the write that made it stale.
+const staleRequeue = 200 * time.Millisecond
 
 // requeueWhileBlocked is how often a blocked deletion is looked at again, in case nothing we
 // watch changes when the blocker goes away.

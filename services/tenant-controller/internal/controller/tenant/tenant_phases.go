@@ -106,17 +106,36 @@ func (r *Reconciler) reconcileNamespace(ctx context.Context, s *scope) (ctrl.Res
 	t.Status.Namespace, t.Status.Path, t.Status.Depth = p.Namespace, p.Path, int32(p.Depth)
 	t.Status.Host, t.Status.SchedulingClass, t.Status.Services = eff.Host, eff.SchedulingClass, eff.Services
 
-	cur, found, err := r.readNamespace(ctx, p.Namespace)
+	cur, found, err := r.cachedNamespace(ctx, p.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if !found {
+		// New, or made by someone else so recently that the cache has not seen it: kube-apiserver
+		// is asked before the namespace is claimed. A new namespace waits for the quota decision,
+		// whose siblings are read from kube-apiserver at the same time.
+		if res, wait := settling(s); wait {
+			return res, nil
+		}
+		var siblings *tenancyv1.TenantList
+		if err := each(2, func(i int) error {
+			var err error
+			if i == 0 {
+				cur, found, err = r.liveNamespace(ctx, p.Namespace)
+			} else if quotaDecided(s) {
+				siblings = &tenancyv1.TenantList{}
+				err = r.APIReader.List(ctx, siblings, client.InNamespace(t.Namespace))
+			}
+			return err
+		}); err != nil {
+			return ctrl.Result{}, err
+		}
+		if !found && siblings != nil && holdNewNamespace(s, siblings.Items) {
+			return ctrl.Result{}, nil
+		}
+	}
 	if found && !cur.DeletionTimestamp.IsZero() {
 		return waitTerminating(t, tenancyv1.NamespaceReadyCondition, p.Namespace), nil
-	}
-	if !found {
-		if res, hold, err := r.holdNewNamespace(ctx, s); hold || err != nil {
-			return res, err
-		}
 	}
 	owner := ""
 	if !found || cur.Annotations[tenancyv1.AnnotationOwnerUID] != "" {
@@ -131,44 +150,76 @@ func (r *Reconciler) reconcileNamespace(ctx context.Context, s *scope) (ctrl.Res
 	return ctrl.Result{}, nil
 }
 
-// holdNewNamespace keeps a tenant whose quota does not fit its parent's from getting a namespace:
-// without one nothing can be run, stored or granted on its behalf, and nothing has to be taken
-// back when it is refused. (A tenant whose namespace already exists gets a ResourceQuota of zero
-// instead; see reconcileQuota.) The decision reads the siblings from kube-apiserver, not the cache,
-// after quotaSettle, so that concurrent creations are ordered the same way by every reconcile.
-func (r *Reconciler) holdNewNamespace(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
-	t, ns := s.tenant, s.placement.Namespace
-	if p := s.parent(); p == nil || len(p.Spec.ResourceQuotas) == 0 {
-		return ctrl.Result{}, false, nil
+// quotaDecided reports whether the tenant's namespace waits for a quota decision: its parent caps
+// quota.
+func quotaDecided(s *scope) bool {
+	p := s.parent()
+	return p != nil && len(p.Spec.ResourceQuotas) > 0
+}
+
+// settling keeps a new tenant whose quota is to be decided waiting until quotaSettle after its
+// creation. Creation times have a resolution of one second and children are granted quota in
+// order of creation time, then name: by then, every sibling that comes before it is stored, and
+// reading them from kube-apiserver (not the cache) orders concurrent creations the same way in
+// every reconcile.
+func settling(s *scope) (ctrl.Result, bool) {
+	wait := settleWait(s)
+	if wait <= 0 {
+		return ctrl.Result{}, false
 	}
-	if wait := time.Until(t.CreationTimestamp.Add(quotaSettle)); wait > 0 {
-		s.deciding = true
-		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, "WaitingForQuota",
-			"Waiting for siblings created at the same time before granting quota")
-		return ctrl.Result{RequeueAfter: wait}, true, nil
+	s.deciding = true
+	conditions.MarkFalse(s.tenant, tenancyv1.NamespaceReadyCondition, "WaitingForQuota",
+		"Waiting for siblings created at the same time before granting quota")
+	return ctrl.Result{RequeueAfter: wait}, true
+}
+
+// settleWait is how long a new tenant whose quota is to be decided still waits (see settling).
+func settleWait(s *scope) time.Duration {
+	if !quotaDecided(s) {
+		return 0
 	}
-	live := &tenancyv1.TenantList{}
-	if err := r.APIReader.List(ctx, live, client.InNamespace(t.Namespace)); err != nil {
-		return ctrl.Result{}, true, err
+	return time.Until(s.tenant.CreationTimestamp.Add(quotaSettle))
+}
+
+// holdNewNamespace keeps a tenant whose quota does not fit its parent's, given its siblings as
+// read from kube-apiserver, from getting a namespace: without one nothing can be run, stored or
+// granted on its behalf, and nothing has to be taken back when it is refused. (A tenant whose
+// namespace already exists gets a ResourceQuota of zero instead; see reconcileQuota.)
+func holdNewNamespace(s *scope, siblings []tenancyv1.Tenant) bool {
+	s.siblings = siblings
+	errs := s.quotaFit()
+	if len(errs) == 0 {
+		return false
 	}
-	s.siblings = live.Items
-	if errs := s.quotaFit(); len(errs) > 0 {
-		conditions.MarkFalse(t, tenancyv1.NamespaceReadyCondition, quotaReason(errs),
-			fmt.Sprintf("Namespace %s is created once the tenant's quota fits its parent's: %s", ns, errs.ToAggregate().Error()))
-		return ctrl.Result{}, true, nil
-	}
-	return ctrl.Result{}, false, nil
+	conditions.MarkFalse(s.tenant, tenancyv1.NamespaceReadyCondition, quotaReason(errs),
+		fmt.Sprintf("Namespace %s is created once the tenant's quota fits its parent's: %s", s.placement.Namespace, errs.ToAggregate().Error()))
+	return true
 }
 
 // readNamespace reads a namespace the controller may claim; found is false when it does not
 // exist. The cache may lag behind a namespace someone else just made: a miss is asked of the API
 // server before the namespace is claimed as ours.
 func (r *Reconciler) readNamespace(ctx context.Context, name string) (*corev1.Namespace, bool, error) {
+	ns, found, err := r.cachedNamespace(ctx, name)
+	if err != nil || found {
+		return ns, found, err
+	}
+	return r.liveNamespace(ctx, name)
+}
+
+// cachedNamespace reads a namespace from the cache.
+func (r *Reconciler) cachedNamespace(ctx context.Context, name string) (*corev1.Namespace, bool, error) {
+	return getNamespace(ctx, r.Client, name)
+}
+
+// liveNamespace reads a namespace from kube-apiserver.
+func (r *Reconciler) liveNamespace(ctx context.Context, name string) (*corev1.Namespace, bool, error) {
+	return getNamespace(ctx, r.APIReader, name)
+}
+
+func getNamespace(ctx context.Context, r client.Reader, name string) (*corev1.Namespace, bool, error) {
 	ns := &corev1.Namespace{}
 	err := r.Get(ctx, types.NamespacedName{Name: name}, ns)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, types.NamespacedName{Name: name}, ns)
-	}
 	if apierrors.IsNotFound(err) {
 		return nil, false, nil
 	}
@@ -239,12 +290,14 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result,
 		hard = tenancy.OwnQuota(t, s.children)
 	}
 	ns := s.placement.Namespace
-	if err := applySet(ctx, r, ns, optional(tenancy.ResourceQuota(ns, hard)),
-		func() *corev1.ResourceQuota { return &corev1.ResourceQuota{} }, corev1ac.ExtractResourceQuota, &corev1.ResourceQuotaList{}); err != nil {
-		return failed(s, tenancyv1.QuotaReadyCondition, err)
-	}
-	if err := applySet(ctx, r, ns, optional(tenancy.LimitRange(ns, t)),
-		func() *corev1.LimitRange { return &corev1.LimitRange{} }, corev1ac.ExtractLimitRange, &corev1.LimitRangeList{}); err != nil {
+	if err := each(2, func(i int) error {
+		if i == 0 {
+			return applySet(ctx, r, ns, optional(tenancy.ResourceQuota(ns, hard)),
+				func() *corev1.ResourceQuota { return &corev1.ResourceQuota{} }, corev1ac.ExtractResourceQuota, &corev1.ResourceQuotaList{})
+		}
+		return applySet(ctx, r, ns, optional(tenancy.LimitRange(ns, t)),
+			func() *corev1.LimitRange { return &corev1.LimitRange{} }, corev1ac.ExtractLimitRange, &corev1.LimitRangeList{})
+	}); err != nil {
 		return failed(s, tenancyv1.QuotaReadyCondition, err)
 	}
 	s.fenced = true
@@ -293,11 +346,14 @@ func applySet[T client.Object, AC namedApplyConfiguration](ctx context.Context, 
 	newObj func() T, extract ssa.Extractor[T, AC], list client.ObjectList) error {
 	keep := make([]string, 0, len(desired))
 	for _, d := range desired {
-		name := *d.GetName()
-		keep = append(keep, name)
-		if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: name}, newObj(), d, extract, tenancy.FieldOwner); err != nil {
-			return err
-		}
+		keep = append(keep, *d.GetName())
+	}
+	// The objects of one set are alike (all bindings, or all policies): no order among them matters.
+	if err := each(len(desired), func(i int) error {
+		_, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: ns, Name: keep[i]}, newObj(), desired[i], extract, tenancy.FieldOwner)
+		return err
+	}); err != nil {
+		return err
 	}
 	return r.prune(ctx, ns, list, keep...)
 }
@@ -334,7 +390,11 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	name := tenancyv1.DeliveryNamespace(p.Namespace)
-	cur, found, err := r.readNamespace(ctx, name)
+	if s.delivery == nil {
+		ns, found, err := r.readNamespace(ctx, name)
+		s.delivery = &namespaceRead{ns, found, err}
+	}
+	cur, found, err := s.delivery.ns, s.delivery.found, s.delivery.err
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -351,12 +411,16 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		tenancy.DeliveryNamespace(p, string(t.UID)), corev1ac.ExtractNamespace, tenancy.FieldOwner); err != nil {
 		return failed(s, tenancyv1.DeliveryReadyCondition, err)
 	}
-	if err := applySet(ctx, r, name, optional(tenancy.DeliveryServiceAccount(name)),
-		func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, corev1ac.ExtractServiceAccount, &corev1.ServiceAccountList{}); err != nil {
-		return failed(s, tenancyv1.DeliveryReadyCondition, err)
-	}
-	if err := applySet(ctx, r, name, optional(tenancy.DeliveryRoleBinding(name, p.Namespace, tenancyv1.DeliveryStorageClusterRole)),
-		func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{}); err != nil {
+	// The identity and its access to the release records, in the namespace just written: a binding
+	// may name a ServiceAccount that does not exist yet, so the two go together.
+	if err := each(2, func(i int) error {
+		if i == 0 {
+			return applySet(ctx, r, name, optional(tenancy.DeliveryServiceAccount(name)),
+				func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, corev1ac.ExtractServiceAccount, &corev1.ServiceAccountList{})
+		}
+		return applySet(ctx, r, name, optional(tenancy.DeliveryRoleBinding(name, p.Namespace, tenancyv1.DeliveryStorageClusterRole)),
+			func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{})
+	}); err != nil {
 		return failed(s, tenancyv1.DeliveryReadyCondition, err)
 	}
 	conditions.MarkTrue(t, tenancyv1.DeliveryReadyCondition, tenancyv1.ReconciledReason,
