@@ -688,21 +688,21 @@ func memo(apiVersion, kind, ns, name, color string, replicas int) *unstructured.
 func TestNamespaceDeletionAsForCRD(t *testing.T) {
 	ctx := context.Background()
 	ns := tenantNamespace(t, "nsgone")
-	twinGVR := twinCRD(t, "Note", "notes", jotSchema)
-	def := testDefinition(t, "Note", "notes", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
+	twinGVR := twinCRD(t, "Slip", "slips", jotSchema)
+	def := testDefinition(t, "Slip", "slips", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
 	if err := kube.Create(ctx, def); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
-	waitDiscovered(t, "notes", true)
+	waitDiscovered(t, "slips", true)
 	sides := []*side{
-		{name: "app", gvr: schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "notes"}, apiVersion: "apps.flotilla.dev/v1alpha1", client: apps},
+		{name: "app", gvr: schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "slips"}, apiVersion: "apps.flotilla.dev/v1alpha1", client: apps},
 		{name: "twin", gvr: twinGVR, apiVersion: "twin.flotilla.dev/v1", client: apps},
 	}
 	var watches []*observed
 	for _, s := range sides {
 		for i := range 3 {
-			if _, err := s.in(ns).Create(ctx, memo(s.apiVersion, "Note", ns, fmt.Sprintf("m%d", i), "red", 1), metav1.CreateOptions{}); err != nil {
+			if _, err := s.in(ns).Create(ctx, memo(s.apiVersion, "Slip", ns, fmt.Sprintf("m%d", i), "red", 1), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
