@@ -104,12 +104,10 @@ func init() {
 type Server struct {
 	generic *genericapiserver.GenericAPIServer
 	cache   cache.Cache
-	client  client.Client
+	client  client.WithWatch // kube-apiserver, uncached: writes, and the store's list and watch
 	store   *store
 	// namespaces: tenant and delivery namespaces, read by every write.
-	namespaces namespaceReader
-	// watcher lists and watches HelmReleases for the store.
-	watcher          client.WithWatch
+	namespaces       namespaceReader
 	bookmarkInterval time.Duration
 	openapi          *handler3.OpenAPIService
 	serial           negotiatedSerializer
@@ -166,7 +164,7 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		generic: generic, cache: c, client: direct, store: newStore(o.History), watcher: direct, bookmarkInterval: o.BookmarkInterval,
+		generic: generic, cache: c, client: direct, store: newStore(o.History), bookmarkInterval: o.BookmarkInterval,
 		openapi: handler3.NewOpenAPIService(), serial: newNegotiatedSerializer(),
 		admit: cfg.AdmissionControl, rebuildCh: make(chan struct{}, 1),
 	}
@@ -191,10 +189,10 @@ func (s *Server) Run(ctx context.Context) error {
 	reflector := toolscache.NewReflectorWithOptions(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list := &helmv2.HelmReleaseList{}
-			return list, s.watcher.List(ctx, list, apps(&opts))
+			return list, s.client.List(ctx, list, apps(&opts))
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return s.watcher.Watch(ctx, &helmv2.HelmReleaseList{}, apps(&opts))
+			return s.client.Watch(ctx, &helmv2.HelmReleaseList{}, apps(&opts))
 		},
 	}, &helmv2.HelmRelease{}, s.store, toolscache.ReflectorOptions{Name: "apps"})
 	go reflector.RunWithContext(ctx)

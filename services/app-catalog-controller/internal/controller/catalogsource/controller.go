@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -216,6 +217,9 @@ func (r *Reconciler) write(ctx context.Context, src *catalogv1.CatalogSource, de
 	if cur == nil {
 		def.Labels = map[string]string{catalogv1.LabelSource: src.Name}
 		return r.Client.Create(ctx, def)
+	}
+	if cur.Labels[catalogv1.LabelSource] == src.Name && equality.Semantic.DeepEqual(cur.Spec, def.Spec) {
+		return nil // as the source says: no request at steady state
 	}
 	next := cur.DeepCopy()
 	next.Spec = def.Spec
