@@ -738,6 +738,9 @@ func TestNamespaceDeletionAsForCRD(t *testing.T) {
 // A watch that allows bookmarks gets them, as from kube-apiserver: at a resourceVersion not older
 // than the watch's start, with nothing but the kind and the resourceVersion (within a minute: the
 // apps apiserver sends one each --watch-bookmark-interval, kube-apiserver before a watch times out).
+// kube-apiserver bookmarks only at a resourceVersion newer than the watch's start, and a quiet
+// kind's cache advances only with etcd's progress notifications (every ten minutes by default), so
+// each side gets one write once its watch is open.
 func TestBookmarksAsForCRD(t *testing.T) {
 	ctx := context.Background()
 	twinCRD(t, "Mark", "marks", jotSchema)
@@ -747,25 +750,28 @@ func TestBookmarksAsForCRD(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
 	waitDiscovered(t, "marks", true)
+	ns := tenantNamespace(t, "marks")
 	var wg sync.WaitGroup
 	for _, gvr := range []schema.GroupVersionResource{
 		{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "marks"},
 		{Group: "twin.flotilla.dev", Version: "v1", Resource: "marks"},
 	} {
+		l, err := apps.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, _ := strconv.ParseUint(l.GetResourceVersion(), 10, 64)
+		w, err := apps.Resource(gvr).Watch(ctx, metav1.ListOptions{ResourceVersion: l.GetResourceVersion(), AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](75)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := apps.Resource(gvr).Namespace(ns).Create(ctx, memo(gvr.GroupVersion().String(), "Mark", ns, "m", "red", 1), metav1.CreateOptions{}); err != nil {
+			w.Stop()
+			t.Fatal(err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := apps.Resource(gvr).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			start, _ := strconv.ParseUint(l.GetResourceVersion(), 10, 64)
-			w, err := apps.Resource(gvr).Watch(ctx, metav1.ListOptions{ResourceVersion: l.GetResourceVersion(), AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](75)})
-			if err != nil {
-				t.Error(err)
-				return
-			}
 			defer w.Stop()
 			for ev := range w.ResultChan() {
 				if ev.Type != watch.Bookmark {
