@@ -109,7 +109,10 @@ func TestSubnetPoolBadInput(t *testing.T) {
 
 func TestSubnetPoolChangesThatWouldMoveHeldBlocksAreRefused(t *testing.T) {
 	ctx := ctxFor(t)
-	p := pool(func(p *netv1.SubnetPool) { p.Name = "append-only"; p.Spec.IPv4.CIDRs = []string{"10.0.0.0/16", "10.1.0.0/16"} })
+	p := pool(func(p *netv1.SubnetPool) {
+		p.Name = "append-only"
+		p.Spec.IPv4.CIDRs = []string{"10.0.0.0/16", "10.1.0.0/16"}
+	})
 	if err := k8s.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
