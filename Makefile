@@ -49,9 +49,10 @@ workspace: ## Regenerate go.work from MODULES
 	@rm -f go.work go.work.sum && go work init $(MODULES)
 
 .PHONY: generate
-generate: tools ## Generate deepcopy, CRDs, RBAC and webhook manifests into the charts
+generate: tools ## Generate deepcopy, CRDs, RBAC and webhook manifests into the charts, and //go:generate code (OVN models)
 	@for s in $(SERVICES); do \
 	  chart=$(CURDIR)/deploy/charts/$$s; \
+	  (cd services/$$s && go generate ./...); \
 	  (cd services/$$s/api && controller-gen object paths=./... crd:maxDescLen=400 output:crd:dir=$$chart/crds); \
 	  paths=$$(cd services/$$s && for d in controller webhook; do if [ -d internal/$$d ]; then echo "paths=./internal/$$d/..."; fi; done); \
 	  (cd services/$$s && controller-gen rbac:roleName=$$s webhook $$paths \
