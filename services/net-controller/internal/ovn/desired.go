@@ -59,12 +59,12 @@ type Rows struct {
 }
 
 // Names of a network's rows: readable in ovn-nbctl show and ovn-trace, unique per namespace/name.
-func switchName(key string) string      { return "ls." + key }
-func routerName(key string) string      { return "lr." + key }
-func routerPortName(key string) string  { return "lrp." + key }
-func switchPortName(key string) string  { return "lsp." + key }
-func transitLRPName(key string) string  { return "lrp-transit." + key }
-func transitLSPName(key string) string  { return "lsp-transit." + key }
+func switchName(key string) string     { return "ls." + key }
+func routerName(key string) string     { return "lr." + key }
+func routerPortName(key string) string { return "lrp." + key }
+func switchPortName(key string) string { return "lsp." + key }
+func transitLRPName(key string) string { return "lrp-transit." + key }
+func transitLSPName(key string) string { return "lsp-transit." + key }
 func ids(key string) map[string]string { return map[string]string{OwnerKey: Owner, NetworkKey: key} }
 
 // RouterName is the name of a network's logical router.

@@ -189,7 +189,10 @@ func TestRowsOfOthersAreNeverTouched(t *testing.T) {
 	ensure(t, p, n)
 	// A workload port someone attached to the network's switch stays, and holds the network.
 	nbctl(t, "lsp-add", ovn.SwitchName(n.Key), "vm-own")
-	waitFor(t, func() bool { rows, err := p.Ensure(context.Background(), ovn.Desired(n)); return err == nil && rows == 0 }, "convergence")
+	waitFor(t, func() bool {
+		rows, err := p.Ensure(context.Background(), ovn.Desired(n))
+		return err == nil && rows == 0
+	}, "convergence")
 	if out := nbctl(t, "lsp-list", ovn.SwitchName(n.Key)); !strings.Contains(out, "vm-own") {
 		t.Errorf("the workload's port was dropped:\n%s", out)
 	}
