@@ -7,6 +7,9 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/go-logr/logr"
 	"github.com/ovn-kubernetes/libovsdb/cache"
@@ -19,6 +22,10 @@ import (
 
 // ErrUnavailable: the northbound database cannot be reached (yet); the client reconnects.
 var ErrUnavailable = errors.New("OVN northbound database unavailable")
+
+// transactTimeout bounds one Ensure or Remove: the client waits for a reconnection, and its cache
+// for consistency, rather than failing, and a dead server must not hold the reconciler forever.
+const transactTimeout = 10 * time.Second
 
 // ErrInUse: a network's switch still holds ports that are not the controller's (workloads'); it
 // is removed once they are gone, never from under them.
@@ -44,7 +51,7 @@ func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Programmer
 		return nil, err
 	}
 	c, err := client.NewOVSDBClient(dbModel, client.WithEndpoint(endpoint), client.WithLogger(&log),
-		client.WithReconnect(0, nil))
+		client.WithReconnect(5*time.Second, retryForever()))
 	if err != nil {
 		return nil, err
 	}
@@ -103,14 +110,16 @@ func (p *Programmer) changed(m model.Model) {
 // Ensure brings the database to want in one transaction and reports how many rows it created,
 // changed or dropped (0: nothing was sent).
 func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, transactTimeout)
+	defer cancel()
 	if !p.c.Connected() {
 		return 0, ErrUnavailable
 	}
-	b := &batch{p: p}
+	b := &batch{ctx: ctx, p: p}
 	lsp := b.port(want.SwitchPort)
 	ls := want.Switch
 	ls.Ports = []string{lsp}
-	b.ensureSwitch(&ls, p.findSwitch(ls.Name, want.Key), want.Key)
+	b.ensureSwitch(&ls, p.findSwitch(ctx, ls.Name, want.Key), want.Key)
 
 	lrps := []string{b.routerPort(want.RouterPort)}
 	if want.TransitRouterPort != nil {
@@ -122,14 +131,14 @@ func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
 	}
 	lr := want.Router
 	lr.Ports, lr.Nat = lrps, nats
-	b.ensureRouter(&lr, p.findRouter(lr.Name, want.Key), want.Key)
+	b.ensureRouter(&lr, p.findRouter(ctx, lr.Name, want.Key), want.Key)
 
 	// The router's port on the transit switch, and none left from an earlier spec.
 	var uplink string
 	if want.TransitSwitchPort != nil {
 		uplink = b.port(*want.TransitSwitchPort)
 	}
-	transit := p.findTransit()
+	transit := p.findTransit(ctx)
 	switch {
 	case transit == nil && uplink != "":
 		t := &nbdb.LogicalSwitch{UUID: b.name(), Name: TransitSwitch, ExternalIDs: map[string]string{OwnerKey: Owner}, Ports: []string{uplink}}
@@ -139,7 +148,7 @@ func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
 		if uplink != "" && !slices.Contains(transit.Ports, uplink) {
 			b.mutate(transit, &transit.Ports, ovsdb.MutateOperationInsert, []string{uplink})
 		}
-		if stale := slices.DeleteFunc(p.transitPorts(want.Key), func(u string) bool { return u == uplink }); len(stale) > 0 {
+		if stale := slices.DeleteFunc(p.transitPorts(ctx, want.Key), func(u string) bool { return u == uplink }); len(stale) > 0 {
 			b.mutate(transit, &transit.Ports, ovsdb.MutateOperationDelete, stale)
 		}
 	}
@@ -150,21 +159,23 @@ func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
 // OVSDB collects unreferenced rows) and its port on the transit switch. It reports how many rows
 // it dropped.
 func (p *Programmer) Remove(ctx context.Context, key string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, transactTimeout)
+	defer cancel()
 	if !p.c.Connected() {
 		return 0, ErrUnavailable
 	}
-	b := &batch{p: p}
-	if ls := p.findSwitch(switchName(key), key); ls != nil {
-		if f := p.foreign(ls.Ports, key, func(u string) model.Model { return &nbdb.LogicalSwitchPort{UUID: u} }); len(f) > 0 {
+	b := &batch{ctx: ctx, p: p}
+	if ls := p.findSwitch(ctx, switchName(key), key); ls != nil {
+		if f := p.foreign(ctx, ls.Ports, key, func(u string) model.Model { return &nbdb.LogicalSwitchPort{UUID: u} }); len(f) > 0 {
 			return 0, fmt.Errorf("%w: %d on switch %s", ErrInUse, len(f), ls.Name)
 		}
 		b.delete(ls)
 	}
-	if lr := p.findRouter(routerName(key), key); lr != nil {
+	if lr := p.findRouter(ctx, routerName(key), key); lr != nil {
 		b.delete(lr)
 	}
-	if stale := p.transitPorts(key); len(stale) > 0 {
-		if t := p.findTransit(); t != nil {
+	if stale := p.transitPorts(ctx, key); len(stale) > 0 {
+		if t := p.findTransit(ctx); t != nil {
 			b.mutate(t, &t.Ports, ovsdb.MutateOperationDelete, stale)
 		}
 	}
@@ -176,29 +187,29 @@ func owned(ext map[string]string, key string) bool {
 	return ext[OwnerKey] == Owner && ext[NetworkKey] == key
 }
 
-func (p *Programmer) findSwitch(name, key string) *nbdb.LogicalSwitch {
+func (p *Programmer) findSwitch(ctx context.Context, name, key string) *nbdb.LogicalSwitch {
 	var out []nbdb.LogicalSwitch
-	_ = p.c.WhereCache(func(r *nbdb.LogicalSwitch) bool { return r.Name == name && owned(r.ExternalIDs, key) }).List(context.Background(), &out)
+	_ = p.c.WhereCache(func(r *nbdb.LogicalSwitch) bool { return r.Name == name && owned(r.ExternalIDs, key) }).List(ctx, &out)
 	if len(out) == 0 {
 		return nil
 	}
 	return &out[0]
 }
 
-func (p *Programmer) findRouter(name, key string) *nbdb.LogicalRouter {
+func (p *Programmer) findRouter(ctx context.Context, name, key string) *nbdb.LogicalRouter {
 	var out []nbdb.LogicalRouter
-	_ = p.c.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == name && owned(r.ExternalIDs, key) }).List(context.Background(), &out)
+	_ = p.c.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == name && owned(r.ExternalIDs, key) }).List(ctx, &out)
 	if len(out) == 0 {
 		return nil
 	}
 	return &out[0]
 }
 
-func (p *Programmer) findTransit() *nbdb.LogicalSwitch {
+func (p *Programmer) findTransit(ctx context.Context) *nbdb.LogicalSwitch {
 	var out []nbdb.LogicalSwitch
 	_ = p.c.WhereCache(func(r *nbdb.LogicalSwitch) bool {
 		return r.Name == TransitSwitch && r.ExternalIDs[OwnerKey] == Owner
-	}).List(context.Background(), &out)
+	}).List(ctx, &out)
 	if len(out) == 0 {
 		return nil
 	}
@@ -206,15 +217,15 @@ func (p *Programmer) findTransit() *nbdb.LogicalSwitch {
 }
 
 // transitPorts are the UUIDs of the network's ports on the transit switch.
-func (p *Programmer) transitPorts(key string) []string {
-	t := p.findTransit()
+func (p *Programmer) transitPorts(ctx context.Context, key string) []string {
+	t := p.findTransit(ctx)
 	if t == nil {
 		return nil
 	}
 	var out []string
 	for _, u := range t.Ports {
 		lsp := &nbdb.LogicalSwitchPort{UUID: u}
-		if err := p.c.Get(context.Background(), lsp); err == nil && owned(lsp.ExternalIDs, key) {
+		if err := p.c.Get(ctx, lsp); err == nil && owned(lsp.ExternalIDs, key) {
 			out = append(out, u)
 		}
 	}
@@ -223,6 +234,7 @@ func (p *Programmer) transitPorts(key string) []string {
 
 // batch collects the operations of one transaction.
 type batch struct {
+	ctx   context.Context
 	p     *Programmer
 	ops   []ovsdb.Operation
 	rows  int
@@ -247,7 +259,7 @@ func (b *batch) name() string { b.named++; return fmt.Sprintf("row%d", b.named) 
 // port returns the UUID of the switch port want, creating or correcting it.
 func (b *batch) port(want nbdb.LogicalSwitchPort) string {
 	cur := &nbdb.LogicalSwitchPort{Name: want.Name}
-	if err := b.p.c.Get(context.Background(), cur); err != nil || !owned(cur.ExternalIDs, want.ExternalIDs[NetworkKey]) {
+	if err := b.p.c.Get(b.ctx, cur); err != nil || !owned(cur.ExternalIDs, want.ExternalIDs[NetworkKey]) {
 		want.UUID = b.name()
 		ops, err := b.p.c.Create(&want)
 		b.add(ops, err, 1)
@@ -264,7 +276,7 @@ func (b *batch) port(want nbdb.LogicalSwitchPort) string {
 // routerPort returns the UUID of the router port want, creating or correcting it.
 func (b *batch) routerPort(want nbdb.LogicalRouterPort) string {
 	cur := &nbdb.LogicalRouterPort{Name: want.Name}
-	if err := b.p.c.Get(context.Background(), cur); err != nil || !owned(cur.ExternalIDs, want.ExternalIDs[NetworkKey]) {
+	if err := b.p.c.Get(b.ctx, cur); err != nil || !owned(cur.ExternalIDs, want.ExternalIDs[NetworkKey]) {
 		want.UUID = b.name()
 		ops, err := b.p.c.Create(&want)
 		b.add(ops, err, 1)
@@ -281,10 +293,10 @@ func (b *batch) routerPort(want nbdb.LogicalRouterPort) string {
 // nat returns the UUID of a NAT row like want on the network's router, creating it when missing.
 // NAT rows have no name: a row is the same when its type and addresses are.
 func (b *batch) nat(want nbdb.NAT, key string) string {
-	if lr := b.p.findRouter(routerName(key), key); lr != nil {
+	if lr := b.p.findRouter(b.ctx, routerName(key), key); lr != nil {
 		for _, u := range lr.Nat {
 			cur := &nbdb.NAT{UUID: u}
-			if b.p.c.Get(context.Background(), cur) == nil && owned(cur.ExternalIDs, key) && natKey(*cur) == natKey(want) {
+			if b.p.c.Get(b.ctx, cur) == nil && owned(cur.ExternalIDs, key) && natKey(*cur) == natKey(want) {
 				return u
 			}
 		}
@@ -299,13 +311,15 @@ func (b *batch) nat(want nbdb.NAT, key string) string {
 // the controller's (a workload's, attached by someone else) stay.
 func (b *batch) ensureSwitch(want, cur *nbdb.LogicalSwitch, key string) {
 	if cur == nil {
+		guard := &nbdb.LogicalSwitch{Name: want.Name}
+		b.absent(guard, &guard.Name, &guard.ExternalIDs, want.Name, key)
 		want.UUID = b.name()
 		ops, err := b.p.c.Create(want)
 		b.add(ops, err, 1)
 		return
 	}
 	want.UUID = cur.UUID
-	want.Ports = append(want.Ports, b.p.foreign(cur.Ports, key, func(u string) model.Model { return &nbdb.LogicalSwitchPort{UUID: u} })...)
+	want.Ports = append(want.Ports, b.p.foreign(b.ctx, cur.Ports, key, func(u string) model.Model { return &nbdb.LogicalSwitchPort{UUID: u} })...)
 	if f := changedSwitch(cur, want); len(f) > 0 {
 		ops, err := b.p.c.Where(cur).Update(want, f...)
 		b.add(ops, err, 1)
@@ -315,26 +329,41 @@ func (b *batch) ensureSwitch(want, cur *nbdb.LogicalSwitch, key string) {
 // ensureRouter is ensureSwitch for the router, its ports and NAT rows.
 func (b *batch) ensureRouter(want, cur *nbdb.LogicalRouter, key string) {
 	if cur == nil {
+		guard := &nbdb.LogicalRouter{Name: want.Name}
+		b.absent(guard, &guard.Name, &guard.ExternalIDs, want.Name, key)
 		want.UUID = b.name()
 		ops, err := b.p.c.Create(want)
 		b.add(ops, err, 1)
 		return
 	}
 	want.UUID = cur.UUID
-	want.Ports = append(want.Ports, b.p.foreign(cur.Ports, key, func(u string) model.Model { return &nbdb.LogicalRouterPort{UUID: u} })...)
-	want.Nat = append(want.Nat, b.p.foreign(cur.Nat, key, func(u string) model.Model { return &nbdb.NAT{UUID: u} })...)
+	want.Ports = append(want.Ports, b.p.foreign(b.ctx, cur.Ports, key, func(u string) model.Model { return &nbdb.LogicalRouterPort{UUID: u} })...)
+	want.Nat = append(want.Nat, b.p.foreign(b.ctx, cur.Nat, key, func(u string) model.Model { return &nbdb.NAT{UUID: u} })...)
 	if f := changedRouter(cur, want); len(f) > 0 {
 		ops, err := b.p.c.Where(cur).Update(want, f...)
 		b.add(ops, err, 1)
 	}
 }
 
+// absent makes the transaction fail unless no row of m's table named name is the network's.
+// Switch and router names are not unique in the schema: without this, a transaction whose reply
+// was lost (the server died after committing it) and that is sent again would make a second
+// router, because the cache did not show the first yet.
+func (b *batch) absent(m model.Model, nameField, idsField any, name, key string) {
+	timeout := 0
+	ops, err := b.p.c.WhereAll(m,
+		model.Condition{Field: nameField, Function: ovsdb.ConditionEqual, Value: name},
+		model.Condition{Field: idsField, Function: ovsdb.ConditionIncludes, Value: map[string]string{OwnerKey: Owner, NetworkKey: key}},
+	).Wait(ovsdb.WaitConditionNotEqual, &timeout, m, nameField)
+	b.add(ops, err, 0)
+}
+
 // foreign returns the UUIDs among uuids of rows that are not the controller's for key.
-func (p *Programmer) foreign(uuids []string, key string, row func(string) model.Model) []string {
+func (p *Programmer) foreign(ctx context.Context, uuids []string, key string, row func(string) model.Model) []string {
 	var out []string
 	for _, u := range uuids {
 		m := row(u)
-		if err := p.c.Get(context.Background(), m); err != nil || !owned(externalIDs(m), key) {
+		if err := p.c.Get(ctx, m); err != nil || !owned(externalIDs(m), key) {
 			out = append(out, u)
 		}
 	}
@@ -371,6 +400,11 @@ func (b *batch) delete(m model.Model) {
 func (b *batch) commit(ctx context.Context) (int, error) {
 	if b.err != nil {
 		return 0, b.err
+	}
+	// Reads from the cache wait for it to be consistent and give up when ctx ends (the server is
+	// gone): what they did not find may exist, so nothing is sent.
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if len(b.ops) == 0 {
 		return 0, nil
@@ -460,4 +494,13 @@ func sameSet(a, b []string) bool {
 	slices.Sort(x)
 	slices.Sort(y)
 	return slices.Equal(x, y)
+}
+
+// retryForever is the reconnection backoff: up to 5 s apart, never giving up (libovsdb panics
+// when its backoff gives up).
+func retryForever() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.MaxInterval = 5 * time.Second
+	b.MaxElapsedTime = 0
+	return b
 }
