@@ -14,6 +14,8 @@ const (
 	AddressesReadyCondition = "AddressesReady"
 	// OVNReadyCondition (TenantNetwork): its rows are in the OVN northbound database.
 	OVNReadyCondition = "OVNReady"
+	// AppliedCondition (NodeRouting): every selected policy's rules and routes are on the node.
+	AppliedCondition = "Applied"
 )
 
 // Reasons used in conditions.
@@ -33,6 +35,12 @@ const (
 	AddressesExhaustedReason = "AddressesExhausted"
 	// OVNUnavailableReason: the northbound database cannot be reached.
 	OVNUnavailableReason = "OVNUnavailable"
+	// PolicyConflictReason: a policy uses a priority an earlier policy (by name) uses on the node.
+	PolicyConflictReason = "PolicyConflict"
+	// UnknownInterfaceReason: a policy names an interface the node does not have.
+	UnknownInterfaceReason = "UnknownInterface"
+	// ApplyFailedReason: the kernel refused a rule or route.
+	ApplyFailedReason = "ApplyFailed"
 )
 
 // Labels the net-controller puts on what it creates.

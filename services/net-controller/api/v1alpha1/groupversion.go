@@ -17,6 +17,7 @@ var (
 			&TenantSubnet{}, &TenantSubnetList{},
 			&TenantNetwork{}, &TenantNetworkList{},
 			&RoutingPolicy{}, &RoutingPolicyList{},
+			&NodeRouting{}, &NodeRoutingList{},
 		)
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil

@@ -128,3 +128,65 @@ type RoutingPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []RoutingPolicy `json:"items"`
 }
+
+// NodeRouting is what the node agent on one node applied: named after the node, written only by
+// that node's agent. A node whose rules could not all be applied is visible with
+// `kubectl get noderoutings`.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=flotilla
+// +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.rules`
+// +kubebuilder:printcolumn:name="Routes",type=integer,JSONPath=`.status.routes`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+type NodeRouting struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Status NodeRoutingStatus `json:"status,omitempty"`
+}
+
+// NodeRoutingStatus reports the node's applied rules and routes.
+type NodeRoutingStatus struct {
+	// ObservedGeneration is the generation last acted upon.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled, Applied.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Policies are the RoutingPolicies applied on the node, by name.
+	// +optional
+	// +listType=atomic
+	Policies []string `json:"policies,omitempty"`
+	// Rules is how many rules the agent keeps on the node.
+	// +optional
+	Rules int32 `json:"rules,omitempty"`
+	// Routes is how many routes the agent keeps on the node.
+	// +optional
+	Routes int32 `json:"routes,omitempty"`
+}
+
+// NodeRoutingList is a list of NodeRoutings.
+//
+// +kubebuilder:object:root=true
+type NodeRoutingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeRouting `json:"items"`
+}
+
+// GetConditions implements meta.ObjectWithConditions.
+func (n *NodeRouting) GetConditions() []metav1.Condition { return n.Status.Conditions }
+
+// SetConditions implements meta.ObjectWithConditions.
+func (n *NodeRouting) SetConditions(c []metav1.Condition) { n.Status.Conditions = c }
+
+// GetObservedGeneration implements meta.ObjectWithConditions.
+func (n *NodeRouting) GetObservedGeneration() int64 { return n.Status.ObservedGeneration }
+
+// SetObservedGeneration implements meta.ObjectWithConditions.
+func (n *NodeRouting) SetObservedGeneration(g int64) { n.Status.ObservedGeneration = g }
