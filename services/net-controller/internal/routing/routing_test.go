@@ -1,126 +1,27 @@
 package routing_test
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/nstest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/routing"
 )
 
-// The tests run in real network namespaces: as root directly, otherwise inside `unshare -rn`
-// (a user namespace of one's own gives the capabilities netlink needs).
-func TestMain(m *testing.M) {
-	if os.Geteuid() != 0 && os.Getenv("ROUTING_TEST_UNSHARED") == "" {
-		cmd := exec.Command("unshare", append([]string{"-rn", os.Args[0]}, os.Args[1:]...)...)
-		cmd.Env = append(os.Environ(), "ROUTING_TEST_UNSHARED=1")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			if e, ok := err.(*exec.ExitError); ok {
-				os.Exit(e.ExitCode())
-			}
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// host is a network namespace with two interfaces, eth1 (10.1.0.2/24, the default route's) and
-// eth2 (10.2.0.2/24), each a veth pair whose other end is in a second namespace, the network.
-type host struct {
-	ns, net netns.NsHandle
-	h       *netlink.Handle
-}
-
-func newNS(t *testing.T) netns.NsHandle {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netns.Set(orig); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ns.Close() })
-	return ns
-}
-
-func newHost(t *testing.T) *host {
-	t.Helper()
-	hs := &host{ns: newNS(t), net: newNS(t)}
-	var err error
-	if hs.h, err = netlink.NewHandleAt(hs.ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hs.h.Close)
-	peer, err := netlink.NewHandleAt(hs.net)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	for i, name := range []string{"eth1", "eth2"} {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "peer" + name[3:], PeerNamespace: netlink.NsFd(int(hs.net))}
-		must(t, hs.h.LinkAdd(veth))
-		l, err := hs.h.LinkByName(name)
-		must(t, err)
-		must(t, hs.h.AddrAdd(l, mustAddr(t, fmt.Sprintf("10.%d.0.2/24", i+1))))
-		must(t, hs.h.LinkSetUp(l))
-		p, err := peer.LinkByName("peer" + name[3:])
-		must(t, err)
-		must(t, peer.AddrAdd(p, mustAddr(t, fmt.Sprintf("10.%d.0.1/24", i+1))))
-		must(t, peer.LinkSetUp(p))
-	}
-	lo, err := hs.h.LinkByName("lo")
-	must(t, err)
-	must(t, hs.h.LinkSetUp(lo))
-	eth1, _ := hs.h.LinkByName("eth1")
-	must(t, hs.h.RouteAdd(&netlink.Route{LinkIndex: eth1.Attrs().Index, Gw: net.ParseIP("10.1.0.1")}))
-	return hs
-}
+// The tests run in real network namespaces: as root directly, otherwise inside `unshare -rn`.
+func TestMain(m *testing.M) { os.Exit(nstest.Main(m)) }
 
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func mustAddr(t *testing.T, s string) *netlink.Addr {
-	a, err := netlink.ParseAddr(s)
-	must(t, err)
-	return a
-}
-
-// outOf is the interface the kernel sends a packet to dst from src out of (`ip route get dst from src`).
-func (hs *host) outOf(t *testing.T, dst, src string) string {
-	t.Helper()
-	opts := &netlink.RouteGetOptions{}
-	if src != "" {
-		opts.SrcAddr = net.ParseIP(src)
-	}
-	routes, err := hs.h.RouteGetWithOptions(net.ParseIP(dst), opts)
-	must(t, err)
-	l, err := hs.h.LinkByIndex(routes[0].LinkIndex)
-	must(t, err)
-	return l.Attrs().Name
 }
 
 // storagePolicy sends replies from eth2's address out of eth2.
@@ -140,51 +41,51 @@ func apply(t *testing.T, a *routing.Applier, policies ...netv1.RoutingPolicy) (r
 }
 
 func TestARepliesFromTheSecondInterfaceLeaveThroughIt(t *testing.T) {
-	hs := newHost(t)
-	a := &routing.Applier{H: hs.h}
-	if got := hs.outOf(t, "192.0.2.7", "10.2.0.2"); got != "eth1" {
+	hs := nstest.NewHost(t)
+	a := &routing.Applier{H: hs.H}
+	if got := hs.OutOf(t, "192.0.2.7", "10.2.0.2"); got != "eth1" {
 		t.Fatalf("before the policy, from 10.2.0.2 leaves by %s; the test expects the default route's eth1", got)
 	}
 	if _, n := apply(t, a, storagePolicy("storage", 10000)); n != 2 {
 		t.Errorf("applied %d changes, want a rule and a route", n)
 	}
-	if got := hs.outOf(t, "192.0.2.7", "10.2.0.2"); got != "eth2" {
+	if got := hs.OutOf(t, "192.0.2.7", "10.2.0.2"); got != "eth2" {
 		t.Errorf("from 10.2.0.2 leaves by %s, want eth2", got)
 	}
-	if got := hs.outOf(t, "192.0.2.7", "10.1.0.2"); got != "eth1" {
+	if got := hs.OutOf(t, "192.0.2.7", "10.1.0.2"); got != "eth1" {
 		t.Errorf("from 10.1.0.2 leaves by %s, want eth1", got)
 	}
 	// Converged: nothing more is written, by this applier or by a fresh one (an agent restart).
 	if _, n := apply(t, a, storagePolicy("storage", 10000)); n != 0 {
 		t.Errorf("a converged node changed %d entries", n)
 	}
-	if _, n := apply(t, &routing.Applier{H: hs.h}, storagePolicy("storage", 10000)); n != 0 {
+	if _, n := apply(t, &routing.Applier{H: hs.H}, storagePolicy("storage", 10000)); n != 0 {
 		t.Errorf("a restarted agent changed %d entries", n)
 	}
 	// The policy goes: so do its rule and route.
 	if _, n := apply(t, a); n != 2 {
 		t.Errorf("removing the policy changed %d entries, want 2", n)
 	}
-	if got := hs.outOf(t, "192.0.2.7", "10.2.0.2"); got != "eth1" {
+	if got := hs.OutOf(t, "192.0.2.7", "10.2.0.2"); got != "eth1" {
 		t.Errorf("after removal, from 10.2.0.2 leaves by %s, want eth1", got)
 	}
 }
 
 func TestForeignRulesAndRoutesSurvive(t *testing.T) {
-	hs := newHost(t)
-	a := &routing.Applier{H: hs.h}
-	eth2, _ := hs.h.LinkByName("eth2")
+	hs := nstest.NewHost(t)
+	a := &routing.Applier{H: hs.H}
+	eth2, _ := hs.H.LinkByName("eth2")
 	_, dst, _ := net.ParseCIDR("198.51.100.0/24")
 	foreignRoute := &netlink.Route{Table: 100, Dst: dst, Gw: net.ParseIP("10.2.0.1"), LinkIndex: eth2.Attrs().Index}
-	must(t, hs.h.RouteAdd(foreignRoute))
+	must(t, hs.H.RouteAdd(foreignRoute))
 	for _, prio := range []int{500, 25000} {
 		r := netlink.NewRule()
 		r.Priority, r.Table, r.Mark = prio, 200, 7
-		must(t, hs.h.RuleAdd(r))
+		must(t, hs.H.RuleAdd(r))
 	}
 	apply(t, a, storagePolicy("storage", 10000))
 	apply(t, a)
-	rules, err := hs.h.RuleList(netlink.FAMILY_V4)
+	rules, err := hs.H.RuleList(netlink.FAMILY_V4)
 	must(t, err)
 	found := map[int]bool{}
 	for _, r := range rules {
@@ -193,7 +94,7 @@ func TestForeignRulesAndRoutesSurvive(t *testing.T) {
 	if !found[500] || !found[25000] {
 		t.Errorf("foreign rules were removed: %v", found)
 	}
-	routes, err := hs.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 100}, netlink.RT_FILTER_TABLE)
+	routes, err := hs.H.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 100}, netlink.RT_FILTER_TABLE)
 	must(t, err)
 	if len(routes) != 1 || routes[0].Dst.String() != "198.51.100.0/24" {
 		t.Errorf("table 100 holds %v, want only the foreign route", routes)
@@ -201,8 +102,8 @@ func TestForeignRulesAndRoutesSurvive(t *testing.T) {
 }
 
 func TestAPolicyThatCannotBeAppliedIsLeftOutWhole(t *testing.T) {
-	hs := newHost(t)
-	a := &routing.Applier{H: hs.h}
+	hs := nstest.NewHost(t)
+	a := &routing.Applier{H: hs.H}
 	bad := storagePolicy("b-bad-device", 10001)
 	bad.Spec.Routes[0].Device = "eth9"
 	clash := storagePolicy("c-clash", 10000)
@@ -218,7 +119,7 @@ func TestAPolicyThatCannotBeAppliedIsLeftOutWhole(t *testing.T) {
 		t.Errorf("message: %s", want.Problems[0].Message)
 	}
 	for _, table := range []int{101} {
-		routes, err := hs.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+		routes, err := hs.H.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
 		must(t, err)
 		if len(routes) != 0 {
 			t.Errorf("table %d of a refused policy holds %v", table, routes)
@@ -227,9 +128,9 @@ func TestAPolicyThatCannotBeAppliedIsLeftOutWhole(t *testing.T) {
 }
 
 func TestARuleRemovedBySomeoneElseComesBack(t *testing.T) {
-	hs := newHost(t)
-	a := &routing.Applier{H: hs.h}
-	events, stop, err := routing.Watch(hs.ns)
+	hs := nstest.NewHost(t)
+	a := &routing.Applier{H: hs.H}
+	events, stop, err := routing.Watch(hs.NS)
 	must(t, err)
 	defer stop()
 	want, _ := apply(t, a, storagePolicy("storage", 10000))
@@ -249,9 +150,9 @@ func TestARuleRemovedBySomeoneElseComesBack(t *testing.T) {
 	r := netlink.NewRule()
 	r.Priority, r.Table, r.Family = 10000, 100, netlink.FAMILY_V4
 	_, r.Src, _ = net.ParseCIDR("10.2.0.2/32")
-	must(t, hs.h.RuleDel(r))
+	must(t, hs.H.RuleDel(r))
 	deadline := time.Now().Add(30 * time.Second)
-	for hs.outOf(t, "192.0.2.7", "10.2.0.2") != "eth2" {
+	for hs.OutOf(t, "192.0.2.7", "10.2.0.2") != "eth2" {
 		if time.Now().After(deadline) {
 			t.Fatal("the removed rule did not come back")
 		}
