@@ -3,15 +3,18 @@
 package nstest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Main runs a test binary's tests (m.Run) in a user and network namespace of its own when the
@@ -130,3 +133,88 @@ func addr(t testing.TB, s string) *netlink.Addr {
 	must(t, err)
 	return a
 }
+
+// SendUDP sends one UDP datagram from src to dst:port from inside the host's namespace, as a
+// workload replying from src would.
+func (hs *Host) SendUDP(t testing.TB, src, dst string, port int) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	must(t, err)
+	defer orig.Close()
+	must(t, netns.Set(hs.NS))
+	defer func() { must(t, netns.Set(orig)) }()
+	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(src)}, &net.UDPAddr{IP: net.ParseIP(dst), Port: port})
+	must(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("reply"))
+	must(t, err)
+}
+
+// Received counts the IPv4 packets from src that arrived on one of the network namespace's veth
+// ends (peer1 or peer2), read from a packet socket there.
+type Received struct {
+	mu    sync.Mutex
+	count map[string]int
+}
+
+// Count is how many packets from src arrived on peer.
+func (r *Received) Count(peer string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count[peer]
+}
+
+// Listen captures, until the test ends, the IPv4 packets from src arriving at the network
+// namespace's ends of both veth pairs.
+func (hs *Host) Listen(t testing.TB, src string) *Received {
+	t.Helper()
+	r := &Received{count: map[string]int{}}
+	want := net.ParseIP(src).To4()
+	for _, peer := range []string{"peer1", "peer2"} {
+		fd := packetSocket(t, hs.Net, peer)
+		t.Cleanup(func() { _ = unix.Close(fd) })
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, _, err := unix.Recvfrom(fd, buf, 0)
+				if err != nil {
+					if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+						continue
+					}
+					return // closed
+				}
+				// An IPv4 header: the source address is at bytes 12-15.
+				if n >= 20 && buf[0]>>4 == 4 && net.IP(buf[12:16]).Equal(want) {
+					r.mu.Lock()
+					r.count[peer]++
+					r.mu.Unlock()
+				}
+			}
+		}()
+	}
+	return r
+}
+
+// packetSocket opens a cooked packet socket bound to an interface of namespace ns.
+func packetSocket(t testing.TB, ns netns.NsHandle, ifname string) int {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	must(t, err)
+	defer orig.Close()
+	must(t, netns.Set(ns))
+	defer func() { must(t, netns.Set(orig)) }()
+	proto := int(htons(unix.ETH_P_IP))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, proto)
+	must(t, err)
+	ifi, err := net.InterfaceByName(ifname)
+	must(t, err)
+	must(t, unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: ifi.Index}))
+	must(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 1}))
+	return fd
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }

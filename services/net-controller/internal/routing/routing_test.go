@@ -55,6 +55,19 @@ func TestARepliesFromTheSecondInterfaceLeaveThroughIt(t *testing.T) {
 	if got := hs.OutOf(t, "192.0.2.7", "10.1.0.2"); got != "eth1" {
 		t.Errorf("from 10.1.0.2 leaves by %s, want eth1", got)
 	}
+	// A real reply from eth2's address crosses eth2's veth pair, not eth1's.
+	rx := hs.Listen(t, "10.2.0.2")
+	deadline := time.Now().Add(30 * time.Second)
+	for rx.Count("peer2") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no packet from 10.2.0.2 arrived through eth2's pair")
+		}
+		hs.SendUDP(t, "10.2.0.2", "192.0.2.7", 9)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := rx.Count("peer1"); n != 0 {
+		t.Errorf("%d packets from 10.2.0.2 left through eth1", n)
+	}
 	// Converged: nothing more is written, by this applier or by a fresh one (an agent restart).
 	if _, n := apply(t, a, storagePolicy("storage", 10000)); n != 0 {
 		t.Errorf("a converged node changed %d entries", n)
