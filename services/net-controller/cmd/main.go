@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/addresses"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/routingpolicy"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/subnetpool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantsubnet"
@@ -71,6 +72,9 @@ func run(opts manager.Options, concurrency int, nw networkFlags) error {
 		return err
 	}
 	if err := (&subnetpool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&routingpolicy.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()

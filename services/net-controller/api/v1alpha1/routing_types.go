@@ -158,16 +158,42 @@ type NodeRoutingStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Policies are the RoutingPolicies applied on the node, by name.
+	// Policies are the RoutingPolicies applied on the node, with the generation applied.
 	// +optional
-	// +listType=atomic
-	Policies []string `json:"policies,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	Policies []AppliedPolicy `json:"policies,omitempty"`
+	// Refused are the RoutingPolicies selecting the node that it cannot apply, each left out whole.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Refused []RefusedPolicy `json:"refused,omitempty"`
 	// Rules is how many rules the agent keeps on the node.
 	// +optional
 	Rules int32 `json:"rules,omitempty"`
 	// Routes is how many routes the agent keeps on the node.
 	// +optional
 	Routes int32 `json:"routes,omitempty"`
+}
+
+// AppliedPolicy is one RoutingPolicy as applied on a node.
+type AppliedPolicy struct {
+	// Name is the RoutingPolicy's name.
+	Name string `json:"name"`
+	// Generation is the generation of the policy applied.
+	Generation int64 `json:"generation"`
+}
+
+// RefusedPolicy is a RoutingPolicy a node cannot apply, and why.
+type RefusedPolicy struct {
+	// Name is the RoutingPolicy's name.
+	Name string `json:"name"`
+	// Generation is the generation of the policy refused.
+	Generation int64 `json:"generation"`
+	// Reason is a CamelCase reason (UnknownInterface, PolicyConflict).
+	Reason string `json:"reason"`
+	// Message says which field and why.
+	Message string `json:"message"`
 }
 
 // NodeRoutingList is a list of NodeRoutings.

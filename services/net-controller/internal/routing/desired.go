@@ -22,8 +22,8 @@ const Protocol = 0xf1 // 241
 type Set struct {
 	Rules  []netlink.Rule
 	Routes []netlink.Route
-	// Policies are the policies applied, by name.
-	Policies []string
+	// Policies are the policies applied, with their generations.
+	Policies []netv1.AppliedPolicy
 	// Problems are the policies left out, each whole, and why.
 	Problems []Problem
 }
@@ -31,6 +31,7 @@ type Set struct {
 // Problem is a policy that cannot be applied on the node.
 type Problem struct {
 	Policy, Reason, Message string
+	Generation              int64
 }
 
 // Links looks up an interface's index by name.
@@ -60,6 +61,7 @@ func Desired(policies []netv1.RoutingPolicy, nodeLabels map[string]string, links
 			}
 		}
 		if prob != nil {
+			prob.Generation = p.Generation
 			s.Problems = append(s.Problems, *prob)
 			continue
 		}
@@ -68,7 +70,7 @@ func Desired(policies []netv1.RoutingPolicy, nodeLabels map[string]string, links
 		}
 		s.Rules = append(s.Rules, rules...)
 		s.Routes = append(s.Routes, routes...)
-		s.Policies = append(s.Policies, p.Name)
+		s.Policies = append(s.Policies, netv1.AppliedPolicy{Name: p.Name, Generation: p.Generation})
 	}
 	return s
 }

@@ -122,7 +122,7 @@ func TestAPolicyThatCannotBeAppliedIsLeftOutWhole(t *testing.T) {
 	clash := storagePolicy("c-clash", 10000)
 	clash.Spec.Routes[0].Table, clash.Spec.Rules[0].Table = 101, 101
 	want, _ := apply(t, a, storagePolicy("a-storage", 10000), bad, clash)
-	if len(want.Policies) != 1 || want.Policies[0] != "a-storage" {
+	if len(want.Policies) != 1 || want.Policies[0].Name != "a-storage" {
 		t.Errorf("applied %v, want only a-storage", want.Policies)
 	}
 	if len(want.Problems) != 2 || want.Problems[0].Reason != netv1.UnknownInterfaceReason || want.Problems[1].Reason != netv1.PolicyConflictReason {

@@ -69,6 +69,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Resu
 	}
 	want := routing.Desired(policies.Items, nodeLabels, r.Applier.Links)
 	nr.Status.Policies, nr.Status.Rules, nr.Status.Routes = want.Policies, int32(len(want.Rules)), int32(len(want.Routes))
+	nr.Status.Refused = nil
+	for _, p := range want.Problems {
+		nr.Status.Refused = append(nr.Status.Refused, netv1.RefusedPolicy{Name: p.Policy, Generation: p.Generation, Reason: p.Reason, Message: p.Message})
+	}
 	if _, err := r.Applier.Apply(want); err != nil {
 		conditions.MarkFalse(nr, netv1.AppliedCondition, netv1.ApplyFailedReason, err.Error())
 		return ctrl.Result{}, err

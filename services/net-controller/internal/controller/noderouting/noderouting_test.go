@@ -77,11 +77,20 @@ func TestANodeAppliesItsPolicyAndReportsIt(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		nr := nodeRouting(g, "node-a")
 		g.Expect(conditions.IsReady(nr)).To(BeTrue(), "%v", nr.Status.Conditions)
-		g.Expect(nr.Status.Policies).To(Equal([]string{"node-a-storage"}))
+		g.Expect(nr.Status.Policies).To(HaveLen(1))
+		g.Expect(nr.Status.Policies[0].Name).To(Equal("node-a-storage"))
+		g.Expect(nr.Status.Policies[0].Generation).To(BeEquivalentTo(1))
 		g.Expect(nr.Status.Rules).To(BeEquivalentTo(1))
 		g.Expect(nr.Status.Routes).To(BeEquivalentTo(1))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	g.Expect(hs.OutOf(t, "192.0.2.7", "10.2.0.2")).To(Equal("eth2"))
+	// The policy is Ready once its one node applied it.
+	g.Eventually(func(g Gomega) {
+		p := &netv1.RoutingPolicy{}
+		g.Expect(k8s.Get(context.Background(), types.NamespacedName{Name: "node-a-storage"}, p)).To(Succeed())
+		g.Expect(conditions.IsReady(p)).To(BeTrue(), "%v", p.Status.Conditions)
+		g.Expect(conditions.Get(p, "Ready").Message).To(Equal("Reconciliation succeeded"))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 
 	// Someone deletes the rule: it comes back.
 	r := netlink.NewRule()
@@ -116,6 +125,14 @@ func TestAPolicyNamingAnUnknownInterfaceIsReportedPerNode(t *testing.T) {
 	routes, err := hs.H.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 100}, netlink.RT_FILTER_TABLE)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(routes).To(BeEmpty(), "a refused policy left a route")
+	// The policy says which node refused it, and why.
+	g.Eventually(func(g Gomega) {
+		p := &netv1.RoutingPolicy{}
+		g.Expect(k8s.Get(context.Background(), types.NamespacedName{Name: "node-b-typo"}, p)).To(Succeed())
+		g.Expect(conditions.IsTrue(p, "Stalled")).To(BeTrue(), "%v", p.Status.Conditions)
+		g.Expect(conditions.Get(p, "Ready").Message).To(Equal(
+			"Refused by 1 of 1 nodes: node-b: RoutingPolicy node-b-typo: spec.routes[0].device names interface eth9, which the node does not have"))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 }
 
 // writeCounter records the writing requests a client sends (even no-ops).
