@@ -57,6 +57,10 @@ generate: tools ## Generate deepcopy, CRDs, RBAC and webhook manifests into the 
 	  paths=$$(cd services/$$s && for d in controller webhook; do if [ -d internal/$$d ]; then echo "paths=./internal/$$d/..."; fi; done); \
 	  (cd services/$$s && controller-gen rbac:roleName=$$s webhook $$paths \
 	     output:rbac:dir=$$chart/files output:webhook:dir=$$chart/files); \
+	  if [ -d services/$$s/internal/agent ]; then \
+	    (cd services/$$s && controller-gen rbac:roleName=$$s-agent paths=./internal/agent/... \
+	       output:rbac:artifacts:config=$$chart/files/agent); \
+	  fi; \
 	  if [ -d services/$$s/internal/apiserver ]; then \
 	    (cd services/$$s && controller-gen rbac:roleName=$$s-apiserver paths=./internal/apiserver/... \
 	       output:rbac:artifacts:config=$$chart/files/apiserver); \

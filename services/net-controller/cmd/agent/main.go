@@ -20,7 +20,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/noderouting"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/agent/noderouting"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/routing"
 )
 
