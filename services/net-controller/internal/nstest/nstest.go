@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -218,3 +219,21 @@ func packetSocket(t testing.TB, ns netns.NsHandle, ifname string) int {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Path returns a path naming the host's namespace (/proc/<pid>/ns/net of a process kept asleep in
+// it until the test ends), for a program given a namespace by path, such as net-agent --netns.
+func (hs *Host) Path(t testing.TB) string {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	must(t, err)
+	defer orig.Close()
+	must(t, netns.Set(hs.NS))
+	defer func() { must(t, netns.Set(orig)) }()
+	cmd := exec.Command("sleep", "infinity") // forked from this thread: it lives in hs.NS
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)
+}
