@@ -181,24 +181,32 @@ func TestDeletingANetworkRemovesItsRowsOnceNoWorkloadIsAttached(t *testing.T) {
 
 func TestTheControllerConvergesAfterTheDatabaseIsKilledAndRestarted(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
-	create(ctx, t, namespace("tenant-crash"))
-	g.Expect(ovnProcs.KillDB("nb")).To(Succeed())
+	create(ctx, t, namespace("tenant-crash"), namespace("tenant-crash2"))
+	// The database is killed while the controller works through a stream of networks: one is
+	// programmed, the others are under way or queued.
 	for i := range 3 {
 		create(ctx, t, MakeNetwork(fmt.Sprintf("net%d", i), "tenant-crash", "10.5.0.0/24").SNAT().Obj())
 	}
+	ready(ctx, g, "tenant-crash", "net0")
+	g.Expect(ovnProcs.KillDB("nb")).To(Succeed())
+	create(ctx, t, MakeNetwork("late", "tenant-crash2", "10.5.0.0/24").Obj())
 	g.Eventually(func(g Gomega) {
 		tn := &netv1.TenantNetwork{}
-		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "tenant-crash", Name: "net0"}, tn)).To(Succeed())
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "tenant-crash2", Name: "late"}, tn)).To(Succeed())
 		g.Expect(conditions.Get(tn, netv1.OVNReadyCondition)).NotTo(BeNil())
 		g.Expect(conditions.Get(tn, netv1.OVNReadyCondition).Reason).To(Equal(netv1.OVNUnavailableReason))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	g.Expect(ovnProcs.StartDB("nb")).To(Succeed())
-	for i := range 3 {
-		tn := ready(ctx, g, "tenant-crash", fmt.Sprintf("net%d", i))
+	routers := []string{}
+	for _, k := range []types.NamespacedName{{Namespace: "tenant-crash", Name: "net0"}, {Namespace: "tenant-crash", Name: "net1"},
+		{Namespace: "tenant-crash", Name: "net2"}, {Namespace: "tenant-crash2", Name: "late"}} {
+		tn := ready(ctx, g, k.Namespace, k.Name)
+		routers = append(routers, tn.Status.Router)
 		// Exactly one router and one switch per network: no duplicate rows after the restart.
 		g.Expect(strings.Count(nbctl(g, "--bare", "--columns=name", "list", "Logical_Router"), tn.Status.Router+"\n")).To(Equal(1))
-		g.Expect(strings.Count(nbctl(g, "ls-list"), tn.Status.Switch+")")).To(Equal(1))
+		g.Expect(strings.Count(nbctl(g, "ls-list"), "("+tn.Status.Switch+")")).To(Equal(1))
 	}
+	g.Expect(routers).To(HaveLen(4))
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
