@@ -51,7 +51,8 @@ const (
 	LabelPool = "net.flotilla.dev/pool"
 	// AnnotationBlock on a Kube-OVN Subnet: the block's index in its pool.
 	AnnotationBlock = "net.flotilla.dev/block"
-	// Finalizer holds a TenantSubnet or TenantNetwork until what it made is released.
+	// Finalizer holds a SubnetPool until no block of it is held, and a TenantNetwork until its
+	// rows are out of OVN.
 	Finalizer = "net.flotilla.dev/release"
 )
 

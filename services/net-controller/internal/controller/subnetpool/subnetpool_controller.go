@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -18,8 +19,8 @@ import (
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
 )
 
-// +kubebuilder:rbac:groups=net.flotilla.dev,resources=subnetpools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=net.flotilla.dev,resources=subnetpools/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=subnetpools,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=subnetpools/status;subnetpools/finalizers,verbs=get;patch;update
 
 // Reconciler reconciles SubnetPools' status.
 type Reconciler struct {
@@ -35,7 +36,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	helper := patch.NewHelper(p)
 	var stall *conditions.Stall
 	defer func() {
-		conditions.Summarize(p, []string{netv1.RangesValidCondition}, stall)
+		if p.DeletionTimestamp.IsZero() {
+			conditions.Summarize(p, []string{netv1.RangesValidCondition}, stall)
+		}
 		_, err := helper.Status(ctx, r.Client, p)
 		retErr = errors.Join(retErr, err)
 	}()
@@ -49,6 +52,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	p.Status.Blocks, p.Status.Allocated = subnets.Blocks(p), int64(len(held.Items))
+	if !p.DeletionTimestamp.IsZero() {
+		// The pool's ranges stay visible (an overlapping pool stays refused) until no block of it
+		// is held: a live range is never handed out again. The last Subnet's deletion brings the
+		// pool back here.
+		if len(held.Items) > 0 {
+			conditions.MarkDeleting(p, fmt.Sprintf("Waiting for %d tenant namespaces to release their blocks", len(held.Items)))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, patch.RemoveFinalizer(ctx, r.Client, p, netv1.Finalizer)
+	}
+	if !controllerutil.ContainsFinalizer(p, netv1.Finalizer) {
+		if err := patch.AddFinalizer(ctx, r.Client, p, netv1.Finalizer); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if older := subnets.Overlapping(p, pools.Items); older != "" {
 		msg := fmt.Sprintf("The pool's ranges overlap those of the older SubnetPool %s: it hands out no block; change its CIDRs", older)
 		conditions.MarkFalse(p, netv1.RangesValidCondition, netv1.PoolOverlapReason, msg)

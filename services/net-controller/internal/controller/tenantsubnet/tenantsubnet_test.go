@@ -213,3 +213,34 @@ func TestANamespaceNoPoolSelectsWaitsAndSaysWhy(t *testing.T) {
 	create(ctx, t, MakePool("late", "nopool").IPv4(24, "10.67.0.0/16").Obj())
 	g.Expect(strings.HasPrefix(readyTenantSubnet(ctx, g, "tenant-nopool").Status.IPv4, "10.67.")).To(BeTrue())
 }
+
+func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	pool := MakePool("gone", "gone").IPv4(24, "10.68.0.0/16").Obj()
+	create(ctx, t, pool, tenantNamespace("tenant-gone", "gone"))
+	readyTenantSubnet(ctx, g, "tenant-gone")
+	g.Expect(k8s.Delete(ctx, pool)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &netv1.SubnetPool{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, cur)).To(Succeed())
+		g.Expect(conditions.Get(cur, "Ready").Message).To(Equal("Waiting for 1 tenant namespaces to release their blocks"))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	// While it is held, a new pool over the same range hands out nothing.
+	create(ctx, t, MakePool("gone-again", "gone-again").IPv4(24, "10.68.0.0/16").Obj())
+	g.Eventually(func(g Gomega) {
+		cur := &netv1.SubnetPool{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone-again"}, cur)).To(Succeed())
+		g.Expect(conditions.IsTrue(cur, "Stalled")).To(BeTrue())
+		g.Expect(conditions.Get(cur, "Ready").Reason).To(Equal(netv1.PoolOverlapReason))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+
+	dropTenantLabel(ctx, t, "tenant-gone")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, &netv1.SubnetPool{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+	g.Eventually(func(g Gomega) {
+		cur := &netv1.SubnetPool{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone-again"}, cur)).To(Succeed())
+		g.Expect(conditions.IsReady(cur)).To(BeTrue(), "%v", cur.Status.Conditions)
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+}
