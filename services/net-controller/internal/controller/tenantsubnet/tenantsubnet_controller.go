@@ -48,7 +48,7 @@ type Reconciler struct {
 // scope carries what one reconcile learned about a namespace.
 type scope struct {
 	ts    *netv1.TenantSubnet
-	ns    *corev1.Namespace
+	ns    *metav1.PartialObjectMetadata
 	alloc *subnets.Allocation
 	stall *conditions.Stall
 }
@@ -91,9 +91,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	return r.reconcileSubnet(ctx, s)
 }
 
-// tenantNamespace returns the namespace if it is a live tenant namespace, else nil.
-func (r *Reconciler) tenantNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
-	ns := &corev1.Namespace{}
+// tenantNamespace returns the namespace's metadata if it is a live tenant namespace, else nil.
+func (r *Reconciler) tenantNamespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
@@ -120,23 +121,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("tenantsubnet").
 		// Only creations and deletions: the controller is the one writer of a TenantSubnet's status.
 		For(&netv1.TenantSubnet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, byName).
+		// Namespaces and IPs are many and only their metadata is read: the cache keeps no more.
+		Watches(&corev1.Namespace{}, byName, builder.OnlyMetadata).
 		Watches(&kubeovnv1.Subnet{}, bySubnetLabel).
-		Watches(&kubeovnv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.ipToNamespace)).
+		Watches(&kubeovnv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.ipToNamespace), builder.OnlyMetadata).
 		Watches(&netv1.SubnetPool{}, handler.EnqueueRequestsFromMapFunc(r.waiting)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }
 
-// ipToNamespace maps a Kube-OVN IP to the namespace whose Subnet holds it: a released namespace
-// waits for its last address to go.
+// ipToNamespace maps a Kube-OVN IP to the namespace whose Subnet holds it (Kube-OVN labels every
+// IP with its subnet): a released namespace waits for its last address to go.
 func (r *Reconciler) ipToNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	name := o.GetLabels()[subnetNameLabel]
-	if name == "" {
-		if ip, ok := o.(*kubeovnv1.IP); ok {
-			name = ip.Spec.Subnet
-		}
-	}
 	sn := &kubeovnv1.Subnet{}
 	if name == "" || r.Get(ctx, types.NamespacedName{Name: name}, sn) != nil {
 		return nil

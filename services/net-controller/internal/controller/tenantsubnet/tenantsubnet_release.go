@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
@@ -49,7 +50,8 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, name string, ts *netv
 // release deletes one of the controller's Subnets if no address in it is held, and returns how
 // many are.
 func (r *Reconciler) release(ctx context.Context, sn *kubeovnv1.Subnet) (int, error) {
-	ips := &kubeovnv1.IPList{}
+	ips := &metav1.PartialObjectMetadataList{}
+	ips.SetGroupVersionKind(kubeovnv1.SchemeGroupVersion.WithKind("IPList"))
 	if err := r.List(ctx, ips, client.MatchingLabels{subnetNameLabel: sn.Name}); err != nil {
 		return 0, err
 	}
