@@ -50,6 +50,10 @@ func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Programmer
 	if err != nil {
 		return nil, err
 	}
+	// Switch and router names are not indexes of the schema; client indexes on them let a lookup
+	// by name cost the same whatever the number of networks.
+	byName := []model.ClientIndex{{Columns: []model.ColumnKey{{Column: "name"}}}}
+	dbModel.SetIndexes(map[string][]model.ClientIndex{"Logical_Switch": byName, "Logical_Router": byName})
 	c, err := client.NewOVSDBClient(dbModel, client.WithEndpoint(endpoint), client.WithLogger(&log),
 		client.WithReconnect(5*time.Second, retryForever()))
 	if err != nil {
@@ -188,48 +192,51 @@ func owned(ext map[string]string, key string) bool {
 }
 
 func (p *Programmer) findSwitch(ctx context.Context, name, key string) *nbdb.LogicalSwitch {
-	var out []nbdb.LogicalSwitch
-	_ = p.c.WhereCache(func(r *nbdb.LogicalSwitch) bool { return r.Name == name && owned(r.ExternalIDs, key) }).List(ctx, &out)
-	if len(out) == 0 {
-		return nil
+	var out []*nbdb.LogicalSwitch
+	_ = p.c.Where(&nbdb.LogicalSwitch{Name: name}).List(ctx, &out)
+	for _, r := range out {
+		if owned(r.ExternalIDs, key) {
+			return r
+		}
 	}
-	return &out[0]
+	return nil
 }
 
 func (p *Programmer) findRouter(ctx context.Context, name, key string) *nbdb.LogicalRouter {
-	var out []nbdb.LogicalRouter
-	_ = p.c.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == name && owned(r.ExternalIDs, key) }).List(ctx, &out)
-	if len(out) == 0 {
-		return nil
+	var out []*nbdb.LogicalRouter
+	_ = p.c.Where(&nbdb.LogicalRouter{Name: name}).List(ctx, &out)
+	for _, r := range out {
+		if owned(r.ExternalIDs, key) {
+			return r
+		}
 	}
-	return &out[0]
+	return nil
 }
 
 func (p *Programmer) findTransit(ctx context.Context) *nbdb.LogicalSwitch {
-	var out []nbdb.LogicalSwitch
-	_ = p.c.WhereCache(func(r *nbdb.LogicalSwitch) bool {
-		return r.Name == TransitSwitch && r.ExternalIDs[OwnerKey] == Owner
-	}).List(ctx, &out)
-	if len(out) == 0 {
-		return nil
+	var out []*nbdb.LogicalSwitch
+	_ = p.c.Where(&nbdb.LogicalSwitch{Name: TransitSwitch}).List(ctx, &out)
+	for _, r := range out {
+		if r.ExternalIDs[OwnerKey] == Owner {
+			return r
+		}
 	}
-	return &out[0]
+	return nil
 }
 
-// transitPorts are the UUIDs of the network's ports on the transit switch.
+// transitPorts are the UUIDs of the network's ports on the transit switch: the one port of its
+// name, looked up by that name (an index), not by walking the switch's ports, which would make
+// each network cost as much as all the others together.
 func (p *Programmer) transitPorts(ctx context.Context, key string) []string {
 	t := p.findTransit(ctx)
 	if t == nil {
 		return nil
 	}
-	var out []string
-	for _, u := range t.Ports {
-		lsp := &nbdb.LogicalSwitchPort{UUID: u}
-		if err := p.c.Get(ctx, lsp); err == nil && owned(lsp.ExternalIDs, key) {
-			out = append(out, u)
-		}
+	lsp := &nbdb.LogicalSwitchPort{Name: transitLSPName(key)}
+	if err := p.c.Get(ctx, lsp); err != nil || !owned(lsp.ExternalIDs, key) || !slices.Contains(t.Ports, lsp.UUID) {
+		return nil
 	}
-	return out
+	return []string{lsp.UUID}
 }
 
 // batch collects the operations of one transaction.

@@ -41,6 +41,7 @@ type Links func(name string) (int, bool)
 // Policies are taken by name; one that reuses a priority an earlier one holds, or names an
 // interface the node does not have, is left out whole (never half applied) and reported.
 func Desired(policies []netv1.RoutingPolicy, nodeLabels map[string]string, links Links) Set {
+	links = remember(links)
 	sorted := slices.Clone(policies)
 	slices.SortFunc(sorted, func(a, b netv1.RoutingPolicy) int { return strings.Compare(a.Name, b.Name) })
 	var s Set
@@ -73,6 +74,23 @@ func Desired(policies []netv1.RoutingPolicy, nodeLabels map[string]string, links
 		s.Policies = append(s.Policies, netv1.AppliedPolicy{Name: p.Name, Generation: p.Generation})
 	}
 	return s
+}
+
+// remember asks links about each name once.
+func remember(links Links) Links {
+	type answer struct {
+		index int
+		ok    bool
+	}
+	seen := map[string]answer{}
+	return func(name string) (int, bool) {
+		if a, ok := seen[name]; ok {
+			return a.index, a.ok
+		}
+		i, ok := links(name)
+		seen[name] = answer{i, ok}
+		return i, ok
+	}
 }
 
 func selects(sel *metav1.LabelSelector, l map[string]string) (bool, error) {
