@@ -54,7 +54,8 @@ type RoutingPolicySpec struct {
 	Routes []Route `json:"routes,omitempty"`
 }
 
-// Rule is one policy routing rule: traffic matching every field set goes to Table.
+// Rule is one policy routing rule: traffic matching every field set goes to Table. A rule without
+// From is an IPv4 rule.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.from) || has(self.iif) || has(self.fwmark)",message="spec.rules[] must match on from, iif or fwmark"
 type Rule struct {

@@ -154,6 +154,9 @@ func build(p *netv1.RoutingPolicy, links Links) ([]netlink.Rule, []netlink.Route
 			}
 			route.LinkIndex = idx
 		}
+		if route.Gw == nil {
+			route.Scope = netlink.SCOPE_LINK // a device route, as `ip route add … dev …` makes it
+		}
 		routes = append(routes, route)
 	}
 	return rules, routes, nil

@@ -172,3 +172,19 @@ func TestARuleRemovedBySomeoneElseComesBack(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestADeviceRouteWithoutGateway(t *testing.T) {
+	hs := nstest.NewHost(t)
+	a := &routing.Applier{H: hs.H}
+	p := storagePolicy("storage", 10000)
+	p.Spec.Routes[0].Gateway = ""
+	if _, n := apply(t, a, p); n != 2 {
+		t.Fatalf("applied %d changes, want a rule and a route", n)
+	}
+	if got := hs.OutOf(t, "192.0.2.7", "10.2.0.2"); got != "eth2" {
+		t.Errorf("from 10.2.0.2 leaves by %s, want eth2", got)
+	}
+	if _, n := apply(t, a, p); n != 0 {
+		t.Errorf("a converged node changed %d entries", n)
+	}
+}

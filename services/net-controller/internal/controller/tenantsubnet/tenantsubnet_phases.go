@@ -58,7 +58,10 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 		return err
 	}
 	n := subnets.Blocks(pool)
-	i, ok := subnets.Pick(s.ns.Name, n, used)
+	i, ok := s.previousBlock(pool.Name, n, used)
+	if !ok {
+		i, ok = subnets.Pick(s.ns.Name, n, used)
+	}
 	if !ok {
 		msg := fmt.Sprintf("SubnetPool %s is exhausted: %d of %d blocks are held%s; add CIDRs to the pool or release a namespace",
 			pool.Name, len(used), n, blockSizes(pool))
@@ -78,6 +81,24 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 		return err
 	}
 	return r.allocated(s, a)
+}
+
+// previousBlock is the block the namespace held (its TenantSubnet says which) when it is free
+// again: a Subnet someone else deleted comes back with the same range, so the addresses workloads
+// still hold stay valid.
+func (s *scope) previousBlock(pool string, n int64, used map[int64]bool) (int64, bool) {
+	if s.ts.Status.Pool != pool {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(s.ts.Status.Subnet, pool+"-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || i < 0 || i >= n || used[i] {
+		return 0, false
+	}
+	return i, true
 }
 
 // keepFirst keeps the namespace's oldest Subnet. There is more than one only when two allocators

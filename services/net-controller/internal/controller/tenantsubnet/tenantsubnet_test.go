@@ -244,3 +244,30 @@ func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 		g.Expect(conditions.IsReady(cur)).To(BeTrue(), "%v", cur.Status.Conditions)
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 }
+
+func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	pool := MakePool("back", "back").IPv4(24, "10.69.0.0/22").Obj()
+	// The namespace's first choice is taken when it is allocated, so it gets another block ...
+	first, _ := subnets.Pick("tenant-back", subnets.Blocks(pool), nil)
+	squatter := &kubeovnv1.Subnet{
+		ObjectMeta: metav1.ObjectMeta{Name: subnets.SubnetName("back", first)},
+		Spec:       kubeovnv1.SubnetSpec{CIDRBlock: "172.31.0.0/24", Protocol: "IPv4"},
+	}
+	create(ctx, t, squatter, pool, tenantNamespace("tenant-back", "back"))
+	ts := readyTenantSubnet(ctx, g, "tenant-back")
+	g.Expect(ts.Status.Subnet).NotTo(Equal(squatter.Name))
+	// ... and keeps it when its first choice is free again and its Subnet is deleted by someone.
+	g.Expect(k8s.Delete(ctx, squatter)).To(Succeed())
+	sn := &kubeovnv1.Subnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, sn)).To(Succeed())
+	g.Expect(k8s.Delete(ctx, sn)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		back := &kubeovnv1.Subnet{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, back)).To(Succeed())
+		g.Expect(back.UID).NotTo(Equal(sn.UID))
+		g.Expect(back.Spec.CIDRBlock).To(Equal(ts.Status.IPv4))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	g.Expect(ownSubnets(ctx, g, "tenant-back")).To(HaveLen(1))
+	g.Expect(readyTenantSubnet(ctx, g, "tenant-back").Status.IPv4).To(Equal(ts.Status.IPv4))
+}
