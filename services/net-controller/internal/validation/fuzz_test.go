@@ -28,7 +28,7 @@ func FuzzTenantNetworkAdmission(f *testing.F) {
 		defer cancel()
 		n := &netv1.TenantNetwork{
 			ObjectMeta: metav1.ObjectMeta{Name: "fuzz", Namespace: "default"},
-			Spec: netv1.TenantNetworkSpec{CIDR: cidr, FloatingIPs: []netv1.FloatingIP{{Name: "f", InternalIP: internal}}},
+			Spec:       netv1.TenantNetworkSpec{CIDR: cidr, FloatingIPs: []netv1.FloatingIP{{Name: "f", InternalIP: internal}}},
 		}
 		if err := k8s.Create(ctx, n, client.DryRunAll); err != nil {
 			return // refused: fine, whatever it was
