@@ -31,6 +31,7 @@ func main() {
 	flag.StringVar(&nw.nb, "ovn-nb", "", "OVN northbound database (tcp:HOST:PORT or unix:PATH); empty leaves TenantNetworks alone.")
 	flag.StringVar(&nw.external, "external-cidr", "100.64.0.0/16", "The platform's external (transit) range TenantNetworks' SNAT and floating addresses come from.")
 	flag.IntVar(&nw.perNamespace, "external-ips-per-namespace", 8, "External addresses the TenantNetworks of one namespace may hold together.")
+	flag.IntVar(&nw.concurrency, "network-concurrency", 4, "TenantNetworks reconciled in parallel (their OVN changes share transactions).")
 	flag.Parse()
 	opts.WebhookPort = 0 // validation is in the CRDs' schemas; there is no webhook
 
@@ -53,8 +54,8 @@ func Scheme() (*runtime.Scheme, error) {
 
 // networkFlags configure the TenantNetwork controller.
 type networkFlags struct {
-	nb, external string
-	perNamespace int
+	nb, external              string
+	perNamespace, concurrency int
 }
 
 func run(opts manager.Options, concurrency int, nw networkFlags) error {
@@ -91,6 +92,7 @@ func run(opts manager.Options, concurrency int, nw networkFlags) error {
 		if err := (&tenantnetwork.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(opts.Name),
 			NB: nb, External: addresses.Range{Prefix: external.Masked()}, PerNamespace: nw.perNamespace,
+			Concurrency: nw.concurrency,
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -29,6 +29,7 @@ const (
 	entries  = 1000 // rules + routes applied by the agent
 	networks = 500  // tenant networks programmed into OVN
 	rounds   = 5    // rounds of the agent's benchmark
+	workers  = 4    // the controller's default --network-concurrency
 )
 
 // results collects the sections' lines; the last benchmark writes them.
@@ -148,7 +149,7 @@ func BenchmarkOVN(b *testing.B) {
 			Transit: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 64, byte(i / 250), byte(i%250 + 2)}), 16), SNAT: true})
 	}
 	var prog, nbctl time.Duration
-	var steady int
+	var steady, txnsMade int
 	for range b.N {
 		o, err := testenv.StartOVN("")
 		if err != nil {
@@ -158,13 +159,33 @@ func BenchmarkOVN(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// As the controller's workers (--network-concurrency) do: four at a time, sharing transactions.
 		start := time.Now()
+		work := make(chan ovn.Network)
+		errs := make(chan error, workers)
+		for range workers {
+			go func() {
+				var first error
+				for n := range work {
+					if _, err := p.Ensure(context.Background(), ovn.Desired(n)); err != nil && first == nil {
+						first = err
+					}
+				}
+				errs <- first
+			}()
+		}
 		for _, n := range nets {
-			if _, err := p.Ensure(context.Background(), ovn.Desired(n)); err != nil {
+			work <- n
+		}
+		close(work)
+		for range workers {
+			if err := <-errs; err != nil {
 				b.Fatal(err)
 			}
 		}
 		prog += time.Since(start)
+		txns := p.Transactions()
+		txnsMade = txns
 		before := p.Transactions()
 		for _, n := range nets {
 			if _, err := p.Ensure(context.Background(), ovn.Desired(n)); err != nil {
@@ -189,8 +210,8 @@ func BenchmarkOVN(b *testing.B) {
 	ratio := float64(prog) / float64(nbctl)
 	b.ReportMetric(ratio, "x-ovn-nbctl")
 	b.ReportMetric(float64(steady), "txns-at-steady-state")
-	results["ovn"] = fmt.Sprintf("| OVN: %d tenant networks (switch, gateway router, 2 router ports, transit port, SNAT), one transaction each | %s | one `ovn-nbctl` batch: %s | **%.2f×** (goal ≤ 1.5×) | %d transactions |",
-		networks, (prog / time.Duration(b.N)).Round(time.Millisecond), (nbctl / time.Duration(b.N)).Round(time.Millisecond), ratio, steady)
+	results["ovn"] = fmt.Sprintf("| OVN: %d tenant networks (switch, gateway router, 2 router ports, transit port, SNAT) by %d workers, in %d transactions | %s | one `ovn-nbctl` batch: %s | **%.2f×** (goal ≤ 1.5×) | %d transactions |",
+		networks, workers, txnsMade, (prog / time.Duration(b.N)).Round(time.Millisecond), (nbctl / time.Duration(b.N)).Round(time.Millisecond), ratio, steady)
 	writePage(b)
 }
 

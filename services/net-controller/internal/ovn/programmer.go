@@ -41,6 +41,18 @@ type Programmer struct {
 	onChange []func(key string)
 	// Transactions counts the transactions sent, for tests and the metric.
 	transactions int
+	// batches numbers batches, so that their named UUIDs stay apart when merged.
+	batches int
+	// queue holds batches waiting for the transaction in flight (inflight) to end: they are sent
+	// together, in one transaction (group commit).
+	queue    []*pending
+	inflight bool
+}
+
+// pending is a batch waiting to be committed, and where its outcome goes.
+type pending struct {
+	ops  []ovsdb.Operation
+	done chan error
 }
 
 // Connect opens a client to the northbound database at endpoint (unix:… or tcp:…) and monitors
@@ -76,7 +88,37 @@ func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Programmer
 		c.Close()
 		return nil, err
 	}
+	if err := p.ensureTransit(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return p, nil
+}
+
+// ensureTransit creates the transit switch when the database has none, and waits until the cache
+// shows it: concurrent Ensures then never race to create it.
+func (p *Programmer) ensureTransit(ctx context.Context) error {
+	if p.findTransit(ctx) != nil {
+		return nil
+	}
+	b := p.newBatch(ctx)
+	guard := &nbdb.LogicalSwitch{Name: TransitSwitch}
+	b.absentTransit(guard)
+	ops, err := p.c.Create(&nbdb.LogicalSwitch{UUID: b.name(), Name: TransitSwitch, ExternalIDs: map[string]string{OwnerKey: Owner}})
+	b.add(ops, err, 1)
+	if b.err != nil {
+		return b.err
+	}
+	// Another replica may have made it meanwhile: its guard failing is no error.
+	_ = p.transact(ctx, b.ops)
+	for p.findTransit(ctx) == nil {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the transit switch does not show: %w", ErrUnavailable, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // Close closes the connection.
@@ -119,7 +161,7 @@ func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
 	if !p.c.Connected() {
 		return 0, ErrUnavailable
 	}
-	b := &batch{ctx: ctx, p: p}
+	b := p.newBatch(ctx)
 	lsp := b.port(want.SwitchPort)
 	ls := want.Switch
 	ls.Ports = []string{lsp}
@@ -145,9 +187,12 @@ func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
 	transit := p.findTransit(ctx)
 	switch {
 	case transit == nil && uplink != "":
+		guard := &nbdb.LogicalSwitch{Name: TransitSwitch}
+		b.absentTransit(guard)
 		t := &nbdb.LogicalSwitch{UUID: b.name(), Name: TransitSwitch, ExternalIDs: map[string]string{OwnerKey: Owner}, Ports: []string{uplink}}
 		ops, err := p.c.Create(t)
 		b.add(ops, err, 1)
+		b.solo = true
 	case transit != nil:
 		if uplink != "" && !slices.Contains(transit.Ports, uplink) {
 			b.mutate(transit, &transit.Ports, ovsdb.MutateOperationInsert, []string{uplink})
@@ -168,7 +213,7 @@ func (p *Programmer) Remove(ctx context.Context, key string) (int, error) {
 	if !p.c.Connected() {
 		return 0, ErrUnavailable
 	}
-	b := &batch{ctx: ctx, p: p}
+	b := p.newBatch(ctx)
 	if ls := p.findSwitch(ctx, switchName(key), key); ls != nil {
 		if f := p.foreign(ctx, ls.Ports, key, func(u string) model.Model { return &nbdb.LogicalSwitchPort{UUID: u} }); len(f) > 0 {
 			return 0, fmt.Errorf("%w: %d on switch %s", ErrInUse, len(f), ls.Name)
@@ -241,8 +286,12 @@ func (p *Programmer) transitPorts(ctx context.Context, key string) []string {
 
 // batch collects the operations of one transaction.
 type batch struct {
-	ctx   context.Context
-	p     *Programmer
+	ctx context.Context
+	p   *Programmer
+	// id prefixes the batch's named UUIDs; solo: the batch creates the transit switch, which no
+	// other batch of the same transaction may also create.
+	id    int
+	solo  bool
 	ops   []ovsdb.Operation
 	rows  int
 	err   error
@@ -261,7 +310,7 @@ func (b *batch) add(ops []ovsdb.Operation, err error, rows int) {
 	b.rows += rows
 }
 
-func (b *batch) name() string { b.named++; return fmt.Sprintf("row%d", b.named) }
+func (b *batch) name() string { b.named++; return fmt.Sprintf("b%d_row%d", b.id, b.named) }
 
 // port returns the UUID of the switch port want, creating or correcting it.
 func (b *batch) port(want nbdb.LogicalSwitchPort) string {
@@ -365,6 +414,23 @@ func (b *batch) absent(m model.Model, nameField, idsField any, name, key string)
 	b.add(ops, err, 0)
 }
 
+// absentTransit makes the transaction fail if the transit switch exists already.
+func (b *batch) absentTransit(m *nbdb.LogicalSwitch) {
+	timeout := 0
+	ops, err := b.p.c.WhereAll(m,
+		model.Condition{Field: &m.Name, Function: ovsdb.ConditionEqual, Value: TransitSwitch},
+		model.Condition{Field: &m.ExternalIDs, Function: ovsdb.ConditionIncludes, Value: map[string]string{OwnerKey: Owner}},
+	).Wait(ovsdb.WaitConditionNotEqual, &timeout, m, &m.Name)
+	b.add(ops, err, 0)
+}
+
+func (p *Programmer) newBatch(ctx context.Context) *batch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.batches++
+	return &batch{ctx: ctx, p: p, id: p.batches}
+}
+
 // foreign returns the UUIDs among uuids of rows that are not the controller's for key.
 func (p *Programmer) foreign(ctx context.Context, uuids []string, key string, row func(string) model.Model) []string {
 	var out []string
@@ -416,17 +482,83 @@ func (b *batch) commit(ctx context.Context) (int, error) {
 	if len(b.ops) == 0 {
 		return 0, nil
 	}
-	b.p.mu.Lock()
-	b.p.transactions++
-	b.p.mu.Unlock()
-	res, err := b.p.c.Transact(ctx, b.ops...)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	var err error
+	if b.solo {
+		err = b.p.transact(ctx, b.ops)
+	} else {
+		err = b.p.submit(ctx, b.ops)
 	}
-	if _, err := ovsdb.CheckOperationResults(res, b.ops); err != nil {
-		return 0, fmt.Errorf("OVN transaction refused: %w", err)
+	if err != nil {
+		return 0, err
 	}
 	return b.rows, nil
+}
+
+// submit commits ops with those of the other batches submitted while a transaction is in flight,
+// in one transaction (group commit): concurrent reconciles share round trips. Each batch is
+// atomic either way.
+func (p *Programmer) submit(ctx context.Context, ops []ovsdb.Operation) error {
+	pd := &pending{ops: ops, done: make(chan error, 1)}
+	p.mu.Lock()
+	p.queue = append(p.queue, pd)
+	if !p.inflight {
+		p.inflight = true
+		go p.drain()
+	}
+	p.mu.Unlock()
+	select {
+	case err := <-pd.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+// drain sends the queued batches, all those waiting at once, until none is left. When a merged
+// transaction fails, each of its batches is sent alone: one bad batch must not hold the others.
+func (p *Programmer) drain() {
+	for {
+		p.mu.Lock()
+		q := p.queue
+		p.queue = nil
+		if len(q) == 0 {
+			p.inflight = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), transactTimeout)
+		var all []ovsdb.Operation
+		for _, pd := range q {
+			all = append(all, pd.ops...)
+		}
+		err := p.transact(ctx, all)
+		if err != nil && len(q) > 1 {
+			for _, pd := range q {
+				pd.done <- p.transact(ctx, pd.ops)
+			}
+		} else {
+			for _, pd := range q {
+				pd.done <- err
+			}
+		}
+		cancel()
+	}
+}
+
+// transact sends ops as one transaction and checks every operation's result.
+func (p *Programmer) transact(ctx context.Context, ops []ovsdb.Operation) error {
+	p.mu.Lock()
+	p.transactions++
+	p.mu.Unlock()
+	res, err := p.c.Transact(ctx, ops...)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
+		return fmt.Errorf("OVN transaction refused: %w", err)
+	}
+	return nil
 }
 
 // The changed* functions name the columns of cur that differ from want's.

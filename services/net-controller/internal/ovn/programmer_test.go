@@ -221,3 +221,45 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestConcurrentNetworksShareTransactionsAndABadOneHoldsNoOther(t *testing.T) {
+	p := connect(t)
+	nbctl(t, "ls-add", "foreign-switch-2")
+	nbctl(t, "lsp-add", "foreign-switch-2", "lsp.tenant-bad/net") // takes the bad network's port name
+	var wg sync.WaitGroup
+	errs := make([]error, 21)
+	for i := range 21 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("tenant-g%d/net", i)
+			if i == 20 {
+				key = "tenant-bad/net"
+			}
+			n := ovn.Network{Key: key, CIDR: netip.MustParsePrefix("10.3.0.0/24"),
+				Transit: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 66, 0, byte(i + 2)}), 16), SNAT: true}
+			_, errs[i] = p.Ensure(context.Background(), ovn.Desired(n))
+		}()
+	}
+	wg.Wait()
+	for i := range 20 {
+		if errs[i] != nil {
+			t.Errorf("network %d: %v", i, errs[i])
+		}
+	}
+	if errs[20] == nil {
+		t.Error("the network whose port name is taken was programmed")
+	}
+	routers := nbctl(t, "--bare", "--columns=name", "list", "Logical_Router")
+	for i := range 20 {
+		if c := strings.Count(routers, fmt.Sprintf("lr.tenant-g%d/net\n", i)); c != 1 {
+			t.Errorf("network %d has %d routers", i, c)
+		}
+	}
+	if strings.Contains(routers, "lr.tenant-bad/net") {
+		t.Error("the refused network left a router")
+	}
+	if c := strings.Count(nbctl(t, "--bare", "--columns=name", "find", "Logical_Switch", "name=flotilla-transit"), "flotilla-transit"); c != 1 {
+		t.Errorf("%d transit switches", c)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"sync"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -48,6 +49,13 @@ type Reconciler struct {
 	External addresses.Range
 	// PerNamespace caps the external addresses the networks of one namespace hold.
 	PerNamespace int
+	// Concurrency is how many networks are reconciled at once; their OVN changes share
+	// transactions (ovn.Programmer's group commit).
+	Concurrency int
+
+	// allocating serialises the handing out of addresses: one allocation at a time reads every
+	// network's addresses from kube-apiserver and records its own before the next one reads.
+	allocating sync.Mutex
 }
 
 // scope carries what one reconcile learned about a network.
@@ -87,9 +95,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return ctrl.Result{}, r.reconcileOVN(ctx, s)
 }
 
-// SetupWithManager registers the controller. One worker: addresses are handed out from the
-// networks' statuses, which one writer keeps consistent (with leader election across replicas).
-// Changes in the northbound database to the controller's rows come back as events.
+// SetupWithManager registers the controller. Addresses are handed out from the networks' statuses
+// one at a time (allocating; leader election keeps replicas from doing it at once); the rest runs
+// on Concurrency workers. Changes in the northbound database to the controller's rows come back as
+// events.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	events := make(chan event.GenericEvent)
 	r.NB.OnChange(func(k string) {
@@ -105,7 +114,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("tenantnetwork").
 		For(&netv1.TenantNetwork{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)}).
 		Complete(r)
 }
 

@@ -42,6 +42,9 @@ func (r *Reconciler) reconcileAddresses(ctx context.Context, s *scope, helper *p
 		}
 	}
 	if missing > 0 {
+		// Held until the allocation is recorded: the next allocation reads it.
+		r.allocating.Lock()
+		defer r.allocating.Unlock()
 		if err := r.allocate(ctx, s, want, needRouter); err != nil || s.stall != nil {
 			return err
 		}
