@@ -220,7 +220,10 @@ func writePage(b *testing.B) {
 	if out == "" || results["agent"] == "" {
 		return
 	}
+	load, _ := os.ReadFile("/proc/loadavg")
 	body := "## net-controller: the node agent and the OVN programmer against the tools\n\n" +
+		"Load average when the run ended: " + strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " ") +
+		" (the ratios move with it: on a busy machine the baselines, single processes, slow down most).\n\n" +
 		"| what | net-controller | baseline, same run | ratio | writes at steady state |\n|---|---|---|---|---|\n" +
 		results["agent"] + "\n" + results["ovn"]
 	if err := testenv.WriteBenchSection(out, "net-controller", body); err != nil {

@@ -43,6 +43,8 @@ type Programmer struct {
 	transactions int
 	// batches numbers batches, so that their named UUIDs stay apart when merged.
 	batches int
+	// transitUUID is the transit switch's, once seen.
+	transitUUID string
 	// queue holds batches waiting for the transaction in flight (inflight) to end: they are sent
 	// together, in one transaction (group commit).
 	queue    []*pending
@@ -194,7 +196,7 @@ func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
 		b.add(ops, err, 1)
 		b.solo = true
 	case transit != nil:
-		if uplink != "" && !slices.Contains(transit.Ports, uplink) {
+		if uplink != "" && b.created[uplink] {
 			b.mutate(transit, &transit.Ports, ovsdb.MutateOperationInsert, []string{uplink})
 		}
 		if stale := slices.DeleteFunc(p.transitPorts(ctx, want.Key), func(u string) bool { return u == uplink }); len(stale) > 0 {
@@ -259,11 +261,24 @@ func (p *Programmer) findRouter(ctx context.Context, name, key string) *nbdb.Log
 }
 
 func (p *Programmer) findTransit(ctx context.Context) *nbdb.LogicalSwitch {
+	// The transit switch holds a port per network: reading it (a copy) costs as much as all
+	// networks together, so only its UUID is kept, and checked without copying the row.
+	p.mu.Lock()
+	uuid := p.transitUUID
+	p.mu.Unlock()
+	if uuid != "" {
+		if t := p.c.Cache().Table("Logical_Switch"); t != nil && t.HasRow(uuid) {
+			return &nbdb.LogicalSwitch{UUID: uuid, Name: TransitSwitch}
+		}
+	}
 	var out []*nbdb.LogicalSwitch
 	_ = p.c.Where(&nbdb.LogicalSwitch{Name: TransitSwitch}).List(ctx, &out)
 	for _, r := range out {
 		if r.ExternalIDs[OwnerKey] == Owner {
-			return r
+			p.mu.Lock()
+			p.transitUUID = r.UUID
+			p.mu.Unlock()
+			return &nbdb.LogicalSwitch{UUID: r.UUID, Name: TransitSwitch}
 		}
 	}
 	return nil
@@ -277,8 +292,10 @@ func (p *Programmer) transitPorts(ctx context.Context, key string) []string {
 	if t == nil {
 		return nil
 	}
+	// A port exists only while a switch refers to it (OVSDB collects the others), and the
+	// controller puts this one on the transit switch only.
 	lsp := &nbdb.LogicalSwitchPort{Name: transitLSPName(key)}
-	if err := p.c.Get(ctx, lsp); err != nil || !owned(lsp.ExternalIDs, key) || !slices.Contains(t.Ports, lsp.UUID) {
+	if err := p.c.Get(ctx, lsp); err != nil || !owned(lsp.ExternalIDs, key) {
 		return nil
 	}
 	return []string{lsp.UUID}
@@ -290,12 +307,14 @@ type batch struct {
 	p   *Programmer
 	// id prefixes the batch's named UUIDs; solo: the batch creates the transit switch, which no
 	// other batch of the same transaction may also create.
-	id    int
-	solo  bool
-	ops   []ovsdb.Operation
-	rows  int
-	err   error
-	named int
+	id   int
+	solo bool
+	// created are the named UUIDs of the rows the batch creates.
+	created map[string]bool
+	ops     []ovsdb.Operation
+	rows    int
+	err     error
+	named   int
 }
 
 func (b *batch) add(ops []ovsdb.Operation, err error, rows int) {
@@ -310,7 +329,15 @@ func (b *batch) add(ops []ovsdb.Operation, err error, rows int) {
 	b.rows += rows
 }
 
-func (b *batch) name() string { b.named++; return fmt.Sprintf("b%d_row%d", b.id, b.named) }
+func (b *batch) name() string {
+	b.named++
+	n := fmt.Sprintf("b%d_row%d", b.id, b.named)
+	if b.created == nil {
+		b.created = map[string]bool{}
+	}
+	b.created[n] = true
+	return n
+}
 
 // port returns the UUID of the switch port want, creating or correcting it.
 func (b *batch) port(want nbdb.LogicalSwitchPort) string {
