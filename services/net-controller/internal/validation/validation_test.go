@@ -18,15 +18,21 @@ import (
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 )
 
-var k8s client.Client
+var (
+	k8s client.Client
+	env *testenv.Env
+)
 
 func TestMain(m *testing.M) {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = netv1.AddToScheme(s)
-	env, err := testenv.Start(testenv.Options{
+	var err error
+	env, err = testenv.Start(testenv.Options{
 		CRDDirs: []string{filepath.Join("..", "..", "..", "..", "deploy", "charts", "net-controller", "crds")},
 		Scheme:  s,
+		// Its cluster-role aggregation controller builds the tenant roles.
+		ControllerManager: true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
