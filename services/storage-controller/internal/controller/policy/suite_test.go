@@ -1,0 +1,129 @@
+package policy_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/flotilla-dev/flotilla/libs/testenv"
+	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/policy"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble/openapicheck"
+)
+
+// The suite runs the real reconciler against a real kube-apiserver and etcd, with the chart's
+// CRDs, and the LINSTOR test double behind the OpenAPI checker: every request the controller
+// sends is checked against LINSTOR's published API.
+var (
+	env      *testenv.Env
+	k8s      client.Client
+	double   *linstordouble.Double
+	checker  *openapicheck.Checker
+	lc       *linstor.Client
+	chartDir = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "storage-controller")
+)
+
+const gib = 1024 * 1024 // KiB
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	level := zapcore.ErrorLevel
+	if testing.Verbose() {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = storagepolicyv1.AddToScheme(scheme)
+	var err error
+	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Scheme: scheme})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = env.Stop() }()
+	k8s = env.Client
+
+	double = linstordouble.New(linstordouble.Options{Seed: 1})
+	for i, zone := range []string{"a", "b", "c"} {
+		double.AddNode(fmt.Sprintf("node-%d", i+1), map[string]string{"Aux/topology.kubernetes.io/zone": zone, "Aux/disk": "ssd"},
+			linstordouble.Pool{Name: "ssd", Kind: "LVM_THIN", TotalKiB: 100 * gib, FreeKiB: 100 * gib})
+	}
+	srv := httptest.NewServer(double.Handler())
+	defer srv.Close()
+	if checker, err = openapicheck.New(srv.URL); err != nil {
+		return 0, err
+	}
+	base, _ := url.Parse(srv.URL)
+	lc, err = linstor.NewWithHTTPClient(base, &http.Client{Transport: checker.Transport(http.DefaultTransport), Timeout: 2 * time.Second}, ctrl.Log)
+	if err != nil {
+		return 0, err
+	}
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		return 0, err
+	}
+	view := linstor.NewView(lc, 200*time.Millisecond, ctrl.Log)
+	if err := mgr.Add(view); err != nil {
+		return 0, err
+	}
+	r := &policy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LINSTOR: lc, View: view, Recorder: mgr.GetEventRecorder("storage-controller"), Retry: time.Second}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	if v := checker.Violations(); len(v) > 0 && code == 0 {
+		fmt.Fprintf(os.Stderr, "requests or responses outside LINSTOR's API:\n%v\n", v)
+		return 1, nil
+	}
+	return code, nil
+}
+
+// eventually polls cond every 100 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s (last error: %v)", what, timeout, last)
+	}
+}
