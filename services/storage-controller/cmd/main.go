@@ -1,5 +1,6 @@
 // Command storage-controller turns storage.flotilla.dev StoragePolicies into LINSTOR resource
-// groups and StorageClasses for the LINSTOR CSI driver, and reports their capacity.
+// groups and StorageClasses for the LINSTOR CSI driver, reports their capacity, and serves the
+// webhook that refuses claims of those classes that cannot fit.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/policy"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/webhook"
 )
 
 func main() {
@@ -22,16 +24,17 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	var lo linstor.Options
 	lo.BindFlags(flag.CommandLine)
-	poll := flag.Duration("linstor-poll-interval", 30*time.Second, "How often LINSTOR's nodes and storage pools are read for capacity.")
+	poll := flag.Duration("linstor-poll-interval", 30*time.Second, "How often LINSTOR's nodes, storage pools and resources are read.")
+	webhookConfig := flag.String("webhook-configuration", "storage-controller", "ValidatingWebhookConfiguration of the claim webhook, whose match condition the controller keeps naming the policies' StorageClasses.")
 	flag.Parse()
 
-	if err := run(opts, lo, *poll); err != nil {
+	if err := run(opts, lo, *poll, *webhookConfig); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Storage controller failed")
 		os.Exit(1)
 	}
 }
 
-func run(opts manager.Options, lo linstor.Options, poll time.Duration) error {
+func run(opts manager.Options, lo linstor.Options, poll time.Duration, webhookConfig string) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -39,7 +42,9 @@ func run(opts manager.Options, lo linstor.Options, poll time.Duration) error {
 	if err := storagepolicyv1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mgr, err := manager.New(opts, scheme, nil)
+	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
+		o.Cache.ByObject = policy.CacheByObject(webhookConfig)
+	})
 	if err != nil {
 		return err
 	}
@@ -53,6 +58,12 @@ func run(opts manager.Options, lo linstor.Options, poll time.Duration) error {
 		return err
 	}
 	r := &policy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LINSTOR: lc, View: view, Recorder: mgr.GetEventRecorder(opts.Name)}
+	if opts.WebhookPort != 0 {
+		r.WebhookConfiguration = webhookConfig
+		if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), View: view}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -27,6 +27,9 @@ const (
 	// StorageClassImmutableReason: the spec asks for StorageClass parameters that differ from
 	// the existing class's, and volumes use that class (a StorageClass cannot change).
 	StorageClassImmutableReason = "StorageClassImmutable"
+	// AdmissionNotReadyReason: the claim webhook cannot be made to check the policy's class yet,
+	// so the StorageClass is not made.
+	AdmissionNotReadyReason = "AdmissionNotReady"
 	// NoCapacityReason: no set of qualifying nodes has room for a single replica set.
 	NoCapacityReason = "NoQualifyingNodes"
 )

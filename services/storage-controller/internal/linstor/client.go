@@ -216,6 +216,30 @@ func (c *Client) put(ctx context.Context, path string, body any) error {
 	return rcs
 }
 
+// Volumes reads every resource, by resource definition.
+func (c *Client) Volumes(ctx context.Context) (map[string]storage.Volume, error) {
+	view, err := c.api.Resources.GetResourceView(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]storage.Volume{}
+	for _, r := range view {
+		v := out[r.Name]
+		v.Name = r.Name
+		rep := storage.Replica{Node: r.NodeName, InUse: r.State != nil && r.State.InUse != nil && *r.State.InUse}
+		if len(r.Volumes) > 0 {
+			vol := r.Volumes[0]
+			if vol.ProviderKind != lapi.DISKLESS {
+				rep.Pool = vol.StoragePoolName
+			}
+			rep.UpToDate = vol.State.DiskState == "UpToDate"
+		}
+		v.Replicas = append(v.Replicas, rep)
+		out[r.Name] = v
+	}
+	return out, nil
+}
+
 // Nodes reads the nodes and their storage pools, as the capacity computation needs them.
 func (c *Client) Nodes(ctx context.Context) ([]storage.Node, error) {
 	nodes, err := c.api.Nodes.GetAll(ctx)

@@ -13,9 +13,9 @@ import (
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/storage"
 )
 
-// View is an in-memory copy of LINSTOR's nodes and storage pools, polled every Interval (never
-// more often), for the capacity in policies' status and for admission, which must answer
-// without a LINSTOR call per request. Changes are announced on Changed.
+// View is an in-memory copy of LINSTOR's nodes, storage pools and resources, polled every
+// Interval (never more often), for the capacity in policies' status and for admission, which must
+// answer without a LINSTOR call per request. Changes of capacity are announced on Changed.
 type View struct {
 	Client   *Client
 	Interval time.Duration
@@ -26,6 +26,7 @@ type View struct {
 
 	mu      sync.RWMutex
 	nodes   []storage.Node
+	volumes map[string]storage.Volume
 	err     error
 	fetched bool
 	poll    sync.Mutex
@@ -58,13 +59,17 @@ func (v *View) Refresh(ctx context.Context) {
 	v.poll.Lock()
 	defer v.poll.Unlock()
 	nodes, err := v.Client.Nodes(ctx)
+	var volumes map[string]storage.Volume
+	if err == nil {
+		volumes, err = v.Client.Volumes(ctx)
+	}
 	if ctx.Err() != nil {
 		return
 	}
 	v.mu.Lock()
 	changed := !v.fetched || (err == nil) != (v.err == nil) || (err == nil && !reflect.DeepEqual(nodes, v.nodes))
 	if err == nil {
-		v.nodes = nodes
+		v.nodes, v.volumes = nodes, volumes
 	}
 	v.err, v.fetched = err, true
 	v.mu.Unlock()
@@ -91,4 +96,12 @@ func (v *View) Nodes(ctx context.Context) ([]storage.Node, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.nodes, v.err
+}
+
+// Volume returns the volume name as last polled.
+func (v *View) Volume(name string) (storage.Volume, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	vol, ok := v.volumes[name]
+	return vol, ok
 }

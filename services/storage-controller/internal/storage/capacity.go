@@ -25,6 +25,24 @@ type Pool struct {
 	FreeKiB, TotalKiB int64
 }
 
+// Volume is a LINSTOR resource definition and where its replicas are.
+type Volume struct {
+	Name     string
+	Replicas []Replica
+}
+
+// Replica is a volume's resource on one node.
+type Replica struct {
+	Node string
+	// Pool is the storage pool of a diskful replica; empty for a diskless one.
+	Pool     string
+	UpToDate bool
+	InUse    bool
+}
+
+// Diskful reports whether the replica holds the data.
+func (r Replica) Diskful() bool { return r.Pool != "" }
+
 // Placement is the part of a policy that decides where a volume's replicas go.
 type Placement struct {
 	Replicas     int
@@ -186,4 +204,29 @@ func HumanKiB(kib int64) string {
 	}
 	s := strconv.FormatFloat(float64(int64(v*10))/10, 'f', -1, 64)
 	return s + units[i]
+}
+
+// GrowFits reports whether every diskful replica of vol can grow by deltaKiB in its pool (a
+// volume grows in place), and if not, names the replica that cannot.
+func GrowFits(nodes []Node, vol Volume, deltaKiB int64) (bool, string) {
+	for _, r := range vol.Replicas {
+		if !r.Diskful() {
+			continue
+		}
+		free := int64(-1)
+		for _, n := range nodes {
+			if n.Name != r.Node {
+				continue
+			}
+			for _, p := range n.Pools {
+				if p.Name == r.Pool {
+					free = p.FreeKiB
+				}
+			}
+		}
+		if free < deltaKiB {
+			return false, fmt.Sprintf("the replica on %s has %s free in storage pool %s", r.Node, HumanKiB(max(free, 0)), r.Pool)
+		}
+	}
+	return true, ""
 }

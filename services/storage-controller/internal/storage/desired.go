@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -183,4 +184,18 @@ func ImmutableMismatch(p *storagepolicyv1.StoragePolicy, sc *storagev1.StorageCl
 // Owned reports whether the storage-controller created sc for policy.
 func Owned(sc metav1.Object, policy string) bool {
 	return sc.GetLabels()[storagepolicyv1.LabelPolicy] == policy
+}
+
+// MatchConditionName names the claim webhook's match condition.
+const MatchConditionName = "flotilla-storage-classes"
+
+// MatchClasses is the CEL match condition that sends a claim to the claim webhook when its
+// StorageClass is one of the policies' (policy names are DNS labels: no quoting is needed).
+func MatchClasses(policies []string) string {
+	names := slices.Compact(slices.Sorted(slices.Values(policies)))
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = "'" + n + "'"
+	}
+	return "has(object.spec.storageClassName) && object.spec.storageClassName in [" + strings.Join(quoted, ", ") + "]"
 }

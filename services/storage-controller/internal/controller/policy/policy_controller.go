@@ -5,10 +5,13 @@ import (
 	"errors"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -26,6 +29,7 @@ import (
 // +kubebuilder:rbac:groups=storage.flotilla.dev,resources=storagepolicies/status;storagepolicies/finalizers,verbs=get;patch;update
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes;persistentvolumeclaims,verbs=get;list;watch
+// (The claim webhook's configuration is patched with a chart role limited to it by name.)
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Finalizer holds a StoragePolicy until its StorageClass and resource group are gone.
@@ -47,7 +51,11 @@ type Reconciler struct {
 	APIReader client.Reader
 	LINSTOR   *linstor.Client
 	View      *linstor.View
-	Recorder  recorder.EventRecorder
+	// WebhookConfiguration is the ValidatingWebhookConfiguration of the claim webhook, whose
+	// match condition the controller keeps naming every policy's StorageClass; empty when the
+	// webhook is off.
+	WebhookConfiguration string
+	Recorder             recorder.EventRecorder
 	// Retry is how long a policy whose deletion waits for its volumes waits before looking again.
 	Retry time.Duration
 }
@@ -89,10 +97,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 }
 
 // reconcileNormal runs the phases in order: the resource group must exist before a StorageClass
-// names it, so that no volume is provisioned from a group that is not there.
+// names it, so that no volume is provisioned from a group that is not there; and the claim webhook
+// must match the class before it exists, so that no claim of it escapes the capacity check.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	for _, phase := range []func(context.Context, *scope) error{
 		r.reconcileResourceGroup,
+		r.reconcileAdmission,
 		r.reconcileStorageClass,
 		r.reconcileCapacity,
 	} {
@@ -138,10 +148,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A class of a policy's name that Flotilla did not make may be in the way.
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&storagepolicyv1.StoragePolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&storagev1.StorageClass{}, byLabel).
-		WatchesRawSource(source.Channel(r.View.Changed, all)).
-		Named("storagepolicy").
-		Complete(r)
+		WatchesRawSource(source.Channel(r.View.Changed, all))
+	if r.WebhookConfiguration != "" {
+		// A chart upgrade resets the match condition to the chart's ("false"): put it back.
+		b = b.Watches(&admissionregistrationv1.ValidatingWebhookConfiguration{}, all, builder.WithPredicates(
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.WebhookConfiguration })))
+	}
+	return b.Named("storagepolicy").Complete(r)
+}
+
+// CacheByObject limits the manager's cache of ValidatingWebhookConfigurations to the claim
+// webhook's (the chart's role grants no other).
+func CacheByObject(webhookConfiguration string) map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{}: {Field: fields.OneTermEqualSelector("metadata.name", webhookConfiguration)},
+	}
 }

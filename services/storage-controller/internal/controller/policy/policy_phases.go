@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	lapi "github.com/LINBIT/golinstor/client"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	admissionregistrationv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	storagev1ac "k8s.io/client-go/applyconfigurations/storage/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/storage"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/webhook"
 )
 
 func containsFinalizer(p *storagepolicyv1.StoragePolicy) bool {
@@ -73,6 +76,34 @@ func (r *Reconciler) reconcileResourceGroup(ctx context.Context, s *scope) error
 		}
 	}
 	conditions.MarkTrue(p, storagepolicyv1.ResourceGroupReadyCondition, storagepolicyv1.ReconciledReason, "Resource group "+desired.Name+" matches the policy")
+	return nil
+}
+
+// reconcileAdmission makes the claim webhook's match condition name the StorageClass of every
+// policy, this one included, before the class exists. Claims of other classes never reach the
+// webhook, so that they are admitted even while the storage-controller is down, and claims of
+// Flotilla's classes are refused then (the webhook fails closed).
+func (r *Reconciler) reconcileAdmission(ctx context.Context, s *scope) error {
+	if r.WebhookConfiguration == "" {
+		return nil
+	}
+	var list storagepolicyv1.StoragePolicyList
+	if err := r.List(ctx, &list); err != nil {
+		return err
+	}
+	names := []string{s.policy.Name}
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	desired := admissionregistrationv1ac.ValidatingWebhookConfiguration(r.WebhookConfiguration).WithWebhooks(
+		admissionregistrationv1ac.ValidatingWebhook().WithName(webhook.Name).WithMatchConditions(
+			admissionregistrationv1ac.MatchCondition().WithName(storage.MatchConditionName).WithExpression(storage.MatchClasses(names))))
+	if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Name: r.WebhookConfiguration}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+		desired, admissionregistrationv1ac.ExtractValidatingWebhookConfiguration, storage.FieldOwner); err != nil {
+		msg := fmt.Sprintf("the claim webhook %s in ValidatingWebhookConfiguration %s cannot be made to check this class (%v): the StorageClass waits", webhook.Name, r.WebhookConfiguration, err)
+		conditions.MarkFalse(s.policy, storagepolicyv1.StorageClassReadyCondition, storagepolicyv1.AdmissionNotReadyReason, msg)
+		return err
+	}
 	return nil
 }
 

@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
@@ -27,6 +29,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble/openapicheck"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/webhook"
 )
 
 // The suite runs the real reconciler against a real kube-apiserver and etcd, with the chart's
@@ -38,6 +41,8 @@ var (
 	double   *linstordouble.Double
 	checker  *openapicheck.Checker
 	lc       *linstor.Client
+	// webhookConfig is the claim webhook's ValidatingWebhookConfiguration.
+	webhookConfig string
 	chartDir = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "storage-controller")
 )
 
@@ -63,7 +68,11 @@ func run(m *testing.M) (int, error) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = storagepolicyv1.AddToScheme(scheme)
 	var err error
-	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Scheme: scheme})
+	hooks, err := testenv.ReadWebhooks(filepath.Join(chartDir, "files", "manifests.yaml"))
+	if err != nil {
+		return 0, err
+	}
+	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Webhooks: hooks, Scheme: scheme})
 	if err != nil {
 		return 0, err
 	}
@@ -86,7 +95,16 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	o := env.WebhookInstallOptions
+	webhookConfig = hooks[0].Name
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,
+		}),
+		Cache: cache.Options{ByObject: policy.CacheByObject(webhookConfig)},
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -94,14 +112,25 @@ func run(m *testing.M) (int, error) {
 	if err := mgr.Add(view); err != nil {
 		return 0, err
 	}
-	r := &policy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LINSTOR: lc, View: view, Recorder: mgr.GetEventRecorder("storage-controller"), Retry: time.Second}
+	r := &policy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LINSTOR: lc, View: view,
+		Recorder: mgr.GetEventRecorder("storage-controller"), Retry: time.Second, WebhookConfiguration: webhookConfig}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
+	if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), View: view}).SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		return mgr.GetWebhookServer().StartedChecker()(nil) == nil, nil
+	}); err != nil {
+		return 0, fmt.Errorf("the webhook server did not start: %w", err)
+	}
 	code := m.Run()
 	cancel()
 	if err := <-done; err != nil {
