@@ -36,14 +36,14 @@ import (
 // CRDs, and the LINSTOR test double behind the OpenAPI checker: every request the controller
 // sends is checked against LINSTOR's published API.
 var (
-	env      *testenv.Env
-	k8s      client.Client
-	double   *linstordouble.Double
-	checker  *openapicheck.Checker
-	lc       *linstor.Client
+	env     *testenv.Env
+	k8s     client.Client
+	double  *linstordouble.Double
+	checker *openapicheck.Checker
+	lc      *linstor.Client
 	// webhookConfig is the claim webhook's ValidatingWebhookConfiguration.
 	webhookConfig string
-	chartDir = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "storage-controller")
+	chartDir      = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "storage-controller")
 )
 
 const gib = 1024 * 1024 // KiB
