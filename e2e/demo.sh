@@ -5,21 +5,31 @@
 #       into .local/bin), starts etcd + kube-apiserver + kube-controller-manager, the real Flux
 #       source-controller and helm-controller and a loopback Helm repository of the starter
 #       catalog's charts (state in .local/), installs CRDs, webhooks and tenant roles, runs every
-#       controller and the apps apiserver as its own process, applies the starter catalog and
-#       deploy/examples/ and waits for Ready: the tenant tree, and a Postgres in tenant acme.
+#       controller and the apps apiserver as its own process, and the LINSTOR test double (with a
+#       Node per satellite) for the storage-controller, applies the starter catalog and
+#       deploy/examples/ and waits for Ready: the tenant tree, a Postgres in tenant acme, and the
+#       storage policies.
 # down: stops the controllers and the control plane; the state stays in .local/.
 #
-# FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: webhooks,
-# +1: the apps apiserver, +2: the Helm repository), so that a second demo (the e2e test's) can run
-# beside yours.
+# FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: the
+# tenant-controller's webhook, +1: the apps apiserver, +2: the Helm repository, +3: the
+# storage-controller's webhook, +4: the LINSTOR test double), so that a second demo (the e2e test's)
+# can run beside yours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 state=${FLOTILLA_STATE:-$root/.local}
 mkdir -p "$state/bin" "$state/logs"
-services=(tenant-controller app-catalog-controller)
+services=(tenant-controller app-catalog-controller storage-controller)
 base=${FLOTILLA_PORT_BASE:-19443}
-webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2))
+webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2)) linstor_port=$((base + 4))
+# Each service with an admission webhook serves it on a port of its own.
+declare -A webhook_ports=([tenant-controller]=$webhook_port [storage-controller]=$((base + 3)))
+# Flags of the services beyond the common ones: the storage-controller talks to the LINSTOR test
+# double (no LINSTOR can run here), and polls it often so that the demo shows changes quickly.
+declare -A service_flags=([storage-controller]="--linstor-endpoint=http://127.0.0.1:$linstor_port --linstor-poll-interval=5s")
+# The LINSTOR test double's satellites; the demo makes a Node of each.
+linstor_nodes=node-1=zone-a,node-2=zone-a,node-3=zone-b,node-4=zone-b
 cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1 # the Postgres chart's Cluster CRD
 # kubectl's discovery cache of this control plane, so a previous one on the same port cannot
 # stand in for it.
@@ -51,7 +61,7 @@ stop() { # pidfile
 }
 
 down() {
-  for s in "${services[@]}" apps-apiserver; do stop "$state/$s.pid"; done
+  for s in "${services[@]}" apps-apiserver linstor-double; do stop "$state/$s.pid"; done
   stop "$state/localcp.pid"
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
 }
@@ -65,10 +75,11 @@ up() {
   go build -o "$state/bin/localcp" ./libs/testenv/cmd/localcp
   for s in "${services[@]}"; do go build -o "$state/bin/$s" "./services/$s/cmd"; done
   go build -o "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
+  go build -o "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
-  hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s," "$f"; fi; done)
+  hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
   if ! alive "$state/localcp.pid"; then
     say "starting the control plane (etcd, kube-apiserver, kube-controller-manager, Flux, a Helm repository)"
     rm -f "$state/kubeconfig"
@@ -87,13 +98,25 @@ up() {
   # shellcheck disable=SC1091
   source "$state/webhook.env"
 
+  stop "$state/linstor-double.pid"
+  say "starting the LINSTOR test double (a stand-in: no LINSTOR or DRBD can run here) on 127.0.0.1:$linstor_port"
+  setsid nohup "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi \
+    > "$state/logs/linstor-double.log" 2>&1 &
+  echo $! > "$state/linstor-double.pid"
+  # The Nodes the satellites run on (no kubelet registers them here), labelled with their zones.
+  for n in ${linstor_nodes//,/ }; do
+    printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s, kubernetes.io/hostname: %s}}\n' \
+      "${n%%=*}" "${n#*=}" "${n%%=*}"
+  done | kubectl apply -f - >/dev/null
+
   for s in "${services[@]}"; do
     stop "$state/$s.pid"
     say "starting $s"
     webhook=(--webhook-port=0)
-    [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="$WEBHOOK_PORT" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
+    [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="${webhook_ports[$s]}" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
+    # shellcheck disable=SC2086 # service_flags holds several flags
     setsid nohup "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
-      "${webhook[@]}" --zap-devel \
+      "${webhook[@]}" ${service_flags[$s]:-} --zap-devel \
       > "$state/logs/$s.log" 2>&1 &
     echo $! > "$state/$s.pid"
   done
@@ -133,7 +156,13 @@ up() {
   kubectl get -n tenant-acme postgres -o wide
   echo
 
-  say "a tenant's seat: acme's administrator (group tenant-acme-admin, as OIDC would give it)"
+  say "storage: StoragePolicies on the LINSTOR test double (deploy/examples/storage-policies.yaml)"
+  kubectl wait storagepolicies --all --for=condition=Ready --timeout=60s >/dev/null
+  kubectl get storagepolicies
+  kubectl get storageclasses -l storage.flotilla.dev/policy
+  echo
+
+
   as_acme=(kubectl --kubeconfig "$state/users/acme-admin.kubeconfig" --cache-dir "$state/kube-cache-acme-admin")
   "${as_acme[@]}" apply -f - <<'YAML'
 apiVersion: apps.flotilla.dev/v1alpha1
@@ -143,6 +172,16 @@ spec: {replicas: 1}
 YAML
   "${as_acme[@]}" wait -n tenant-acme redis/cache --for=condition=Ready --timeout=120s
   "${as_acme[@]}" get -n tenant-acme postgres,redis
+  echo "  a claim larger than any two zones can hold, refused at once with the numbers:"
+  "${as_acme[@]}" create -f - <<'YAML' 2>&1 | sed 's/^/    /' || true
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: too-big, namespace: tenant-acme}
+spec:
+  storageClassName: replicated
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 150Gi}}
+YAML
   echo "  beta's administrator, in acme's namespace:"
   kubectl --kubeconfig "$state/users/beta-admin.kubeconfig" --cache-dir "$state/kube-cache-beta-admin" \
     get -n tenant-acme postgres 2>&1 | sed 's/^/    /' || true

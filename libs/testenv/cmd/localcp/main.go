@@ -13,6 +13,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,7 +22,10 @@ import (
 	"strings"
 	"syscall"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -30,7 +35,7 @@ import (
 func main() {
 	dir := flag.String("dir", ".local", "State directory (etcd data, kubeconfig, logs).")
 	crds := flag.String("crds", "", "Comma-separated directories of CRDs to install.")
-	webhooks := flag.String("webhooks", "", "Comma-separated files of ValidatingWebhookConfigurations to install.")
+	webhooks := flag.String("webhooks", "", "Comma-separated FILE[=PORT]: ValidatingWebhookConfigurations to install, served on PORT (default --webhook-port); each is named after its chart (FILE is <chart>/files/manifests.yaml).")
 	apply := flag.String("apply", "", "Comma-separated manifest files to apply after start.")
 	webhookPort := flag.Int("webhook-port", 19443, "Port on 127.0.0.1 the webhooks are served on.")
 	moduleCRDs := flag.String("module-crds", "", "Comma-separated module@version whose config/crd/bases to install (Flux's, CloudNativePG's, …).")
@@ -70,7 +75,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	hooks, err := testenv.ReadWebhooks(o.webhooks...)
+	hooks, ports, err := readWebhooks(o.webhooks)
 	if err != nil {
 		return err
 	}
@@ -88,6 +93,9 @@ func run(o options) error {
 	}
 	defer func() { _ = env.Stop() }()
 	ctx := context.Background()
+	if err := servePorts(ctx, env, ports); err != nil {
+		return err
+	}
 	if o.flux {
 		if err := env.StartFlux(ctx, filepath.Join(dir, "flux")); err != nil {
 			return err
@@ -174,6 +182,59 @@ func writeUserKubeconfigs(env *testenv.Env, dir string, users []string) error {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, name+".kubeconfig"), raw, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readWebhooks reads FILE[=PORT] entries: each file's configurations, named after the chart the
+// file is in (as the chart names them), and the port each configuration's server listens on.
+func readWebhooks(entries []string) ([]*admissionv1.ValidatingWebhookConfiguration, map[string]int, error) {
+	var hooks []*admissionv1.ValidatingWebhookConfiguration
+	ports := map[string]int{}
+	for _, e := range entries {
+		path, port, hasPort := strings.Cut(e, "=")
+		read, err := testenv.ReadWebhooks(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		chart := filepath.Base(filepath.Dir(filepath.Dir(path)))
+		for i, h := range read {
+			h.Name = chart
+			if i > 0 {
+				h.Name = fmt.Sprintf("%s-%d", chart, i)
+			}
+			if hasPort {
+				p, err := strconv.Atoi(port)
+				if err != nil {
+					return nil, nil, fmt.Errorf("--webhooks: want FILE[=PORT], got %q", e)
+				}
+				ports[h.Name] = p
+			}
+		}
+		hooks = append(hooks, read...)
+	}
+	return hooks, ports, nil
+}
+
+// servePorts points each configuration with a port of its own at that port on the serving host:
+// envtest installs every webhook on one.
+func servePorts(ctx context.Context, env *testenv.Env, ports map[string]int) error {
+	for name, port := range ports {
+		vwc := &admissionv1.ValidatingWebhookConfiguration{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vwc); err != nil {
+			return err
+		}
+		for i := range vwc.Webhooks {
+			u, err := url.Parse(ptr.Deref(vwc.Webhooks[i].ClientConfig.URL, ""))
+			if err != nil {
+				return err
+			}
+			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+			vwc.Webhooks[i].ClientConfig.URL = ptr.To(u.String())
+		}
+		if err := env.Client.Update(ctx, vwc); err != nil {
 			return err
 		}
 	}
