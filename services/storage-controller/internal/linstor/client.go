@@ -148,12 +148,14 @@ type groupModify struct {
 // ModifyResourceGroup sends change to the group name; with change.Grow, it then lets LINSTOR
 // place the replicas existing volumes now lack.
 func (c *Client) ModifyResourceGroup(ctx context.Context, name string, change storage.Change, filter storage.Filter) error {
-	body := groupModify{OverrideProps: change.Set, DeleteProps: change.Delete}
-	if change.Filter {
-		body.SelectFilter = &filter
-	}
-	if err := c.put(ctx, "/v1/resource-groups/"+url.PathEscape(name), body); err != nil {
-		return err
+	if change.Modifies() {
+		body := groupModify{OverrideProps: change.Set, DeleteProps: change.Delete}
+		if change.Filter {
+			body.SelectFilter = &filter
+		}
+		if err := c.put(ctx, "/v1/resource-groups/"+url.PathEscape(name), body); err != nil {
+			return err
+		}
 	}
 	if change.Grow {
 		return c.api.ResourceGroups.Adjust(ctx, name, lapi.ResourceGroupAdjust{})
@@ -216,13 +218,20 @@ func (c *Client) put(ctx context.Context, path string, body any) error {
 	return rcs
 }
 
-// Volumes reads every resource, by resource definition.
+// Volumes reads every resource definition and its resources.
 func (c *Client) Volumes(ctx context.Context) (map[string]storage.Volume, error) {
-	view, err := c.api.Resources.GetResourceView(ctx)
+	defs, err := c.api.ResourceDefinitions.GetAll(ctx, lapi.RDGetAllRequest{})
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]storage.Volume{}
+	for _, d := range defs {
+		out[d.Name] = storage.Volume{Name: d.Name, Group: d.ResourceGroupName}
+	}
+	view, err := c.api.Resources.GetResourceView(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range view {
 		v := out[r.Name]
 		v.Name = r.Name

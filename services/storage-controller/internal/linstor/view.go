@@ -105,3 +105,10 @@ func (v *View) Volume(name string) (storage.Volume, bool) {
 	vol, ok := v.volumes[name]
 	return vol, ok
 }
+
+// Volumes returns every volume as last polled.
+func (v *View) Volumes() map[string]storage.Volume {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.volumes
+}

@@ -27,8 +27,21 @@ type Pool struct {
 
 // Volume is a LINSTOR resource definition and where its replicas are.
 type Volume struct {
-	Name     string
+	Name string
+	// Group is the volume's resource group.
+	Group    string
 	Replicas []Replica
+}
+
+// Diskful counts the replicas that hold the data.
+func (v Volume) Diskful() int {
+	n := 0
+	for _, r := range v.Replicas {
+		if r.Diskful() {
+			n++
+		}
+	}
+	return n
 }
 
 // Replica is a volume's resource on one node.

@@ -101,7 +101,23 @@ type Change struct {
 }
 
 // Empty reports whether nothing needs sending.
-func (c Change) Empty() bool { return len(c.Set) == 0 && len(c.Delete) == 0 && !c.Filter }
+func (c Change) Empty() bool { return len(c.Set) == 0 && len(c.Delete) == 0 && !c.Filter && !c.Grow }
+
+// Modifies reports whether the group itself must change (Grow alone only places replicas).
+func (c Change) Modifies() bool { return len(c.Set) != 0 || len(c.Delete) != 0 || c.Filter }
+
+// UnderReplicated names the volumes of group that have fewer diskful replicas than placeCount:
+// a grown place count that has not reached them yet (LINSTOR's adjust stopped midway, say).
+func UnderReplicated(volumes map[string]Volume, group string, placeCount int32) []string {
+	var out []string
+	for _, v := range volumes {
+		if v.Group == group && v.Diskful() < int(placeCount) {
+			out = append(out, v.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Diff compares the group LINSTOR holds (props and filter as it reports them) with desired.
 func Diff(props map[string]string, filter Filter, desired ResourceGroup) Change {

@@ -69,7 +69,11 @@ func (r *Reconciler) reconcileResourceGroup(ctx context.Context, s *scope) error
 		s.stall = &conditions.Stall{Reason: storagepolicyv1.ResourceGroupConflictReason, Message: msg}
 		return nil
 	default:
-		if change := storage.Diff(current.Props, current.Filter, desired); !change.Empty() {
+		change := storage.Diff(current.Props, current.Filter, desired)
+		if !change.Grow && len(storage.UnderReplicated(r.View.Volumes(), desired.Name, desired.Filter.PlaceCount)) > 0 {
+			change.Grow = true
+		}
+		if !change.Empty() {
 			if err := r.LINSTOR.ModifyResourceGroup(ctx, desired.Name, change, desired.Filter); err != nil {
 				return linstorFailed(p, storagepolicyv1.ResourceGroupReadyCondition, fmt.Errorf("modifying resource group %s: %w", desired.Name, err))
 			}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	testingclock "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,9 +37,11 @@ import (
 // CRDs, and the LINSTOR test double behind the OpenAPI checker: every request the controller
 // sends is checked against LINSTOR's published API.
 var (
-	env     *testenv.Env
-	k8s     client.Client
-	double  *linstordouble.Double
+	env    *testenv.Env
+	k8s    client.Client
+	double *linstordouble.Double
+	// clock drives the double's auto-diskful.
+	clock   *testingclock.FakeClock
 	checker *openapicheck.Checker
 	lc      *linstor.Client
 	// webhookConfig is the claim webhook's ValidatingWebhookConfiguration.
@@ -79,7 +82,8 @@ func run(m *testing.M) (int, error) {
 	defer func() { _ = env.Stop() }()
 	k8s = env.Client
 
-	double = linstordouble.New(linstordouble.Options{Seed: 1})
+	clock = testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	double = linstordouble.New(linstordouble.Options{Seed: 1, Clock: clock})
 	for i, zone := range []string{"a", "b", "c"} {
 		double.AddNode(fmt.Sprintf("node-%d", i+1), map[string]string{"Aux/topology.kubernetes.io/zone": zone, "Aux/disk": "ssd"},
 			linstordouble.Pool{Name: "ssd", Kind: "LVM_THIN", TotalKiB: 100 * gib, FreeKiB: 100 * gib})
