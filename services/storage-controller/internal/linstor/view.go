@@ -26,6 +26,7 @@ type View struct {
 
 	mu      sync.RWMutex
 	nodes   []storage.Node
+	byName  map[string]*storage.Node
 	volumes map[string]storage.Volume
 	err     error
 	fetched bool
@@ -70,6 +71,10 @@ func (v *View) Refresh(ctx context.Context) {
 	changed := !v.fetched || (err == nil) != (v.err == nil) || (err == nil && !reflect.DeepEqual(nodes, v.nodes))
 	if err == nil {
 		v.nodes, v.volumes = nodes, volumes
+		v.byName = make(map[string]*storage.Node, len(nodes))
+		for i := range nodes {
+			v.byName[nodes[i].Name] = &nodes[i]
+		}
 	}
 	v.err, v.fetched = err, true
 	v.mu.Unlock()
@@ -111,4 +116,12 @@ func (v *View) Volumes() map[string]storage.Volume {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.volumes
+}
+
+// Node returns the node name as last polled, and whether LINSTOR has it.
+func (v *View) Node(name string) (*storage.Node, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n, ok := v.byName[name]
+	return n, ok
 }

@@ -1,4 +1,4 @@
-package policy_test
+package integration_test
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	testingclock "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,6 +29,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/policy"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/extender"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble/openapicheck"
@@ -41,12 +44,14 @@ var (
 	k8s    client.Client
 	double *linstordouble.Double
 	// clock drives the double's auto-diskful.
-	clock   *testingclock.FakeClock
-	checker *openapicheck.Checker
-	lc      *linstor.Client
+	clock       *testingclock.FakeClock
+	checker     *openapicheck.Checker
+	lc          *linstor.Client
+	view        *linstor.View
+	extenderURL string
 	// webhookConfig is the claim webhook's ValidatingWebhookConfiguration.
 	webhookConfig string
-	chartDir      = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "storage-controller")
+	chartDir      = filepath.Join("..", "..", "..", "..", "deploy", "charts", "storage-controller")
 )
 
 const gib = 1024 * 1024 // KiB
@@ -112,7 +117,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	view := linstor.NewView(lc, 200*time.Millisecond, ctrl.Log)
+	view = linstor.NewView(lc, 200*time.Millisecond, ctrl.Log)
 	if err := mgr.Add(view); err != nil {
 		return 0, err
 	}
@@ -122,6 +127,18 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), View: view}).SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
+	// The real kube-scheduler, with the extender as a deployment configures it.
+	x := httptest.NewServer((&extender.Extender{Reader: mgr.GetClient(), View: view, ZoneKey: "topology.kubernetes.io/zone"}).Handler())
+	defer x.Close()
+	extenderURL = x.URL
+	dir, err := os.MkdirTemp("", "storage-scheduler-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := env.StartScheduler(dir, ExtenderConfig(x.URL)); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,5 +175,14 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	})
 	if err != nil {
 		t.Fatalf("%s: not within %s (last error: %v)", what, timeout, last)
+	}
+}
+
+// ExtenderConfig is the extender's entry in a KubeSchedulerConfiguration, as docs/operations.md
+// tells a platform team to write it.
+func ExtenderConfig(url string) schedconfigv1.Extender {
+	return schedconfigv1.Extender{
+		URLPrefix: url, FilterVerb: "filter", PrioritizeVerb: "prioritize", Weight: 5,
+		NodeCacheCapable: true, Ignorable: true, HTTPTimeout: metav1.Duration{Duration: 2 * time.Second},
 	}
 }

@@ -1,4 +1,4 @@
-package policy_test
+package integration_test
 
 import (
 	"context"
