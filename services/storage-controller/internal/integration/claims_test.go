@@ -72,19 +72,11 @@ func TestOversizeResizeIsRefused(t *testing.T) {
 	ns := namespace(t, "claims")
 	create(t, replicated("grows"))
 	condition(t, "grows", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	raw, err := lapi.NewClient(lapi.BaseURL(lc.BaseURL()), lapi.Log(discard{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := raw.ResourceGroups.Spawn(ctx, "flotilla-grows", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-grows", VolumeSizes: []int64{50 * gib}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = raw.ResourceDefinitions.Delete(ctx, "pvc-grows") })
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-grows"}, Spec: corev1.PersistentVolumeSpec{
-		StorageClassName: "grows", Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("50Gi")},
-		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "linstor.csi.linbit.com", VolumeHandle: "pvc-grows"}},
-	}}
+	pv := csiVolume("pvc-grows", "grows", "50Gi")
 	if err := k8s.Create(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +137,25 @@ func TestClaimWebhookFailsClosedForOurClassesOnly(t *testing.T) {
 	if err := k8s.Create(ctx, down); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(ctx, down) })
-	if err := k8s.Create(ctx, claim(ns, "ours-while-down", "closed", "1Gi")); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
-		t.Errorf("a claim of a Flotilla class was admitted with its webhook down (%v)", err)
-	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, down)
+		eventually(t, 10*time.Second, "claims of Flotilla's classes admitted again", func() (bool, error) {
+			c := claim(ns, "ours-again", "closed", "1Gi")
+			err := k8s.Create(ctx, c)
+			_ = k8s.Delete(ctx, c)
+			return err == nil, err
+		})
+	})
+	// kube-apiserver picks a new webhook configuration up within moments, not at once.
+	eventually(t, 10*time.Second, "a claim of a Flotilla class refused with its webhook down", func() (bool, error) {
+		c := claim(ns, "ours-while-down", "closed", "1Gi")
+		err := k8s.Create(ctx, c)
+		if err == nil {
+			_ = k8s.Delete(ctx, c)
+			return false, nil
+		}
+		return strings.Contains(err.Error(), "127.0.0.1:1"), err
+	})
 	if err := k8s.Create(ctx, claim(ns, "theirs-while-down", "standard", "1Gi")); err != nil {
 		t.Errorf("a claim of another class was refused with Flotilla's webhook down: %v", err)
 	}

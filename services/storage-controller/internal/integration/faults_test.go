@@ -24,10 +24,6 @@ func TestFaultsNeverLoseTheLastReplicaAndConverge(t *testing.T) {
 	p.Spec.AutoDiskful.After = &metav1.Duration{Duration: time.Minute}
 	create(t, p)
 	condition(t, "chaos", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	raw, err := lapi.NewClient(lapi.BaseURL(lc.BaseURL()), lapi.Log(discard{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var volumes []string
 	for i := range 3 {
 		name := fmt.Sprintf("pvc-chaos-%d", i)
@@ -120,10 +116,6 @@ func TestHalfAppliedGrowConverges(t *testing.T) {
 	p := &storagepolicyv1.StoragePolicy{ObjectMeta: metav1.ObjectMeta{Name: "half"}, Spec: storagepolicyv1.StoragePolicySpec{Replicas: 1, StoragePools: []string{"ssd"}}}
 	create(t, p)
 	condition(t, "half", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	raw, err := lapi.NewClient(lapi.BaseURL(lc.BaseURL()), lapi.Log(discard{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := raw.ResourceGroups.Spawn(ctx, "flotilla-half", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-half", VolumeSizes: []int64{gib}}); err != nil {
 		t.Fatal(err)
 	}

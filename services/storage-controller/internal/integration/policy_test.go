@@ -8,7 +8,6 @@ import (
 	"time"
 
 	lapi "github.com/LINBIT/golinstor/client"
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -169,10 +168,6 @@ func TestPolicyChangeConverges(t *testing.T) {
 	p := replicated("grow")
 	create(t, p)
 	condition(t, "grow", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	raw, err := lapi.NewClient(lapi.BaseURL(lc.BaseURL()), lapi.Log(discard{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := raw.ResourceGroups.Spawn(ctx, "flotilla-grow", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-grow", VolumeSizes: []int64{gib}}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,11 +198,7 @@ func TestPolicyChangeConverges(t *testing.T) {
 	})
 	condition(t, "grow", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-grow"}, Spec: corev1.PersistentVolumeSpec{
-		StorageClassName: "grow", Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "linstor.csi.linbit.com", VolumeHandle: "pvc-grow"}},
-	}}
+	pv := csiVolume("pvc-grow", "grow", "1Gi")
 	if err := k8s.Create(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
@@ -305,10 +296,6 @@ func TestDeletionWaitsForVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	condition(t, "gone", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	raw, err := lapi.NewClient(lapi.BaseURL(lc.BaseURL()), lapi.Log(discard{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := raw.ResourceGroups.Spawn(ctx, "flotilla-gone", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-gone", VolumeSizes: []int64{gib}}); err != nil {
 		t.Fatal(err)
 	}

@@ -57,12 +57,8 @@ func boundClaim(t *testing.T, ns, rd, class string) string {
 	if err := k8s.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: rd}, Spec: corev1.PersistentVolumeSpec{
-		StorageClassName: class, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: rd, UID: pvc.UID, APIVersion: "v1"},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "linstor.csi.linbit.com", VolumeHandle: rd}},
-	}}
+	pv := csiVolume(rd, class, "1Gi")
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: rd, UID: pvc.UID, APIVersion: "v1"}
 	if err := k8s.Create(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +77,15 @@ func boundClaim(t *testing.T, ns, rd, class string) string {
 		_ = k8s.Delete(ctx, pv)
 	})
 	return rd
+}
+
+// csiVolume is the PersistentVolume the LINSTOR CSI driver makes for LINSTOR volume rd.
+func csiVolume(rd, class, size string) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: rd}, Spec: corev1.PersistentVolumeSpec{
+		StorageClassName: class, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "linstor.csi.linbit.com", VolumeHandle: rd}},
+	}}
 }
 
 func podWithClaim(ns, name, claimName string) *corev1.Pod {
@@ -106,10 +111,6 @@ func TestPodsLandNextToTheirData(t *testing.T) {
 	node(t, "node-4", "a") // no LINSTOR satellite: it cannot attach a LINSTOR volume
 	create(t, replicated("near"))
 	condition(t, "near", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	raw, err := lapi.NewClient(lapi.BaseURL(lc.BaseURL()), lapi.Log(discard{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var pods []*corev1.Pod
 	var volumes []string
 	for i := range 8 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	lapi "github.com/LINBIT/golinstor/client"
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,9 +45,12 @@ var (
 	k8s    client.Client
 	double *linstordouble.Double
 	// clock drives the double's auto-diskful.
-	clock       *testingclock.FakeClock
-	checker     *openapicheck.Checker
-	lc          *linstor.Client
+	clock   *testingclock.FakeClock
+	checker *openapicheck.Checker
+	lc      *linstor.Client
+	// raw is golinstor without the checker, for what a test does in LINSTOR itself (as the CSI
+	// driver would: spawning volumes).
+	raw         *lapi.Client
 	view        *linstor.View
 	extenderURL string
 	// webhookConfig is the claim webhook's ValidatingWebhookConfiguration.
@@ -104,6 +108,9 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 
+	if raw, err = lapi.NewClient(lapi.BaseURL(base), lapi.Log(discard{})); err != nil {
+		return 0, err
+	}
 	o := env.WebhookInstallOptions
 	webhookConfig = hooks[0].Name
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
