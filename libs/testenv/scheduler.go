@@ -15,11 +15,18 @@ type Scheduler struct{ p *process }
 // Stop stops the scheduler.
 func (s *Scheduler) Stop() { s.p.stop() }
 
+// SchedulerOptions configure StartScheduler.
+type SchedulerOptions struct {
+	Extenders []schedconfigv1.Extender
+	// PercentageOfNodesToScore: 0 keeps kube-scheduler's adaptive default, which stops looking
+	// for feasible nodes after about 40% of 1,000 (so an extender is shown only those).
+	PercentageOfNodesToScore int32
+}
+
 // StartScheduler runs the real kube-scheduler (built by libs/builder) against the control plane,
-// with its default profile and the given extenders, logging to <dir>/kube-scheduler.log. Nodes
-// must be created by hand (no kubelet runs): a Node with allocatable capacity and no taints is
-// schedulable.
-func (e *Env) StartScheduler(dir string, extenders ...schedconfigv1.Extender) (*Scheduler, error) {
+// with its default profile, logging to <dir>/kube-scheduler.log. Nodes must be created by hand (no
+// kubelet runs): a Node with allocatable capacity and no taints is schedulable.
+func (e *Env) StartScheduler(dir string, o SchedulerOptions) (*Scheduler, error) {
 	kubeconfig, err := e.AdminKubeconfig("kube-scheduler", dir)
 	if err != nil {
 		return nil, err
@@ -29,7 +36,10 @@ func (e *Env) StartScheduler(dir string, extenders ...schedconfigv1.Extender) (*
 		"kind":             "KubeSchedulerConfiguration",
 		"clientConnection": map[string]any{"kubeconfig": kubeconfig, "qps": 500, "burst": 1000},
 		"leaderElection":   map[string]any{"leaderElect": false},
-		"extenders":        extenders,
+		"extenders":        o.Extenders,
+	}
+	if o.PercentageOfNodesToScore != 0 {
+		cfg["percentageOfNodesToScore"] = o.PercentageOfNodesToScore
 	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Command storage-controller turns storage.flotilla.dev StoragePolicies into LINSTOR resource
 // groups and StorageClasses for the LINSTOR CSI driver, reports their capacity, serves the webhook
 // that refuses claims of those classes that cannot fit, and the kube-scheduler extender that puts
-// pods next to their data.
+// pods next to their data; and writes SchedulingClasses into pods at admission.
 package main
 
 import (
@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/policy"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/schedulingclass"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/extender"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/webhook"
@@ -50,6 +52,7 @@ func run(opts manager.Options, lo linstor.Options, poll time.Duration, webhookCo
 	}
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
 		o.Cache.ByObject = policy.CacheByObject(webhookConfig)
+		o.Cache.ByObject[&corev1.Pod{}] = schedulingclass.PodCache()
 	})
 	if err != nil {
 		return err
@@ -69,8 +72,17 @@ func run(opts manager.Options, lo linstor.Options, poll time.Duration, webhookCo
 		if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), View: view}).SetupWithManager(mgr); err != nil {
 			return err
 		}
+		if err := (&webhook.PodPlacer{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&schedulingclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&schedulingclass.HeldPods{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(opts.Name)}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if extenderAddr != "0" {

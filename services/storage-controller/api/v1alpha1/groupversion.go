@@ -12,7 +12,7 @@ var GroupVersion = schema.GroupVersion{Group: "storage.flotilla.dev", Version: "
 var (
 	// SchemeBuilder registers the API's types.
 	SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-		s.AddKnownTypes(GroupVersion, &StoragePolicy{}, &StoragePolicyList{})
+		s.AddKnownTypes(GroupVersion, &StoragePolicy{}, &StoragePolicyList{}, &SchedulingClass{}, &SchedulingClassList{})
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil
 	})

@@ -14,6 +14,8 @@ import (
 
 	lapi "github.com/LINBIT/golinstor/client"
 	"go.uber.org/zap/zapcore"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,6 +32,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/policy"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/schedulingclass"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/extender"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble"
@@ -84,7 +87,22 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Webhooks: hooks, Scheme: scheme})
+	mutating, err := testenv.ReadMutatingWebhooks(filepath.Join(chartDir, "files", "manifests.yaml"))
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range mutating { // as the chart installs them
+		for i := range m.Webhooks {
+			w := &m.Webhooks[i]
+			op := metav1.LabelSelectorOpExists
+			if w.Name == webhook.AnnotatedPods {
+				op = metav1.LabelSelectorOpDoesNotExist
+				w.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "classed-pods", Expression: webhook.PodMatchCondition}}
+			}
+			w.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: storagepolicyv1.LabelNamespaceSchedulingClass, Operator: op}}}
+		}
+	}
+	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Webhooks: hooks, MutatingWebhooks: mutating, Scheme: scheme})
 	if err != nil {
 		return 0, err
 	}
@@ -119,7 +137,11 @@ func run(m *testing.M) (int, error) {
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,
 		}),
-		Cache: cache.Options{ByObject: policy.CacheByObject(webhookConfig)},
+		Cache: cache.Options{ByObject: func() map[client.Object]cache.ByObject {
+			m := policy.CacheByObject(webhookConfig)
+			m[&corev1.Pod{}] = schedulingclass.PodCache()
+			return m
+		}()},
 	})
 	if err != nil {
 		return 0, err
@@ -136,6 +158,15 @@ func run(m *testing.M) (int, error) {
 	if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), View: view}).SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
+	if err := (&webhook.PodPlacer{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
+	if err := (&schedulingclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
+	if err := (&schedulingclass.HeldPods{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("storage-controller")}).SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
 	// The real kube-scheduler, with the extender as a deployment configures it.
 	x := httptest.NewServer((&extender.Extender{Reader: mgr.GetClient(), View: view, ZoneKey: "topology.kubernetes.io/zone"}).Handler())
 	defer x.Close()
@@ -145,7 +176,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := env.StartScheduler(dir, ExtenderConfig(x.URL)); err != nil {
+	if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{Extenders: []schedconfigv1.Extender{ExtenderConfig(x.URL)}, PercentageOfNodesToScore: 100}); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
