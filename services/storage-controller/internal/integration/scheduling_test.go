@@ -189,3 +189,36 @@ func post(t *testing.T, url string, body []byte, into any) {
 		t.Fatal(err)
 	}
 }
+
+// A claim waiting for its first consumer is provisioned where kube-scheduler puts its pod: the
+// volume gets a replica on that node (and another in another zone), and the pod is bound there.
+func TestClaimIsProvisionedWhereItsPodIsScheduled(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "wffc")
+	zones := zonedNodes(t)
+	create(t, replicated("wffc"))
+	condition(t, "wffc", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+	pvc := claim(ns, "data", "wffc", "1Gi")
+	if err := k8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, pvc) })
+	p := podWithClaim(ns, "db", "data")
+	got := scheduledZones(t, zones, p)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvc.Spec.VolumeName}})
+		removeVolumes(ctx, raw, pvc.Spec.VolumeName)
+	})
+	var diskful []string
+	for _, r := range double.Replicas(pvc.Spec.VolumeName) {
+		if r.Pool != "" {
+			diskful = append(diskful, r.Node)
+		}
+	}
+	if len(diskful) != 2 || !slices.Contains(diskful, p.Spec.NodeName) || zones[diskful[0]] == zones[diskful[1]] {
+		t.Errorf("pod on %s (zone %s); volume %s's replicas on %v", p.Spec.NodeName, got[0], pvc.Spec.VolumeName, diskful)
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/extender"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble/csistandin"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble/openapicheck"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/webhook"
 )
@@ -162,6 +163,14 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	if err := (&schedulingclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
+	// The stand-in for the LINSTOR CSI driver's provisioning and the PV binder, through the checker.
+	checked, err := lapi.NewClient(lapi.BaseURL(base), lapi.HTTPClient(&http.Client{Transport: checker.Transport(http.DefaultTransport)}), lapi.Log(discard{}))
+	if err != nil {
+		return 0, err
+	}
+	if err := (&csistandin.Provisioner{Client: mgr.GetClient(), LINSTOR: checked}).SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
 	if err := (&schedulingclass.HeldPods{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("storage-controller")}).SetupWithManager(mgr); err != nil {
