@@ -51,8 +51,13 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	ordered, replicated := false, false
+	zones := map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
+		// "web-1 on node-4 in zone-b": tenant beta's pods, placed by its SchedulingClass.
+		if len(f) == 5 && strings.HasPrefix(f[0], "web-") && f[1] == "on" && f[3] == "in" {
+			zones[f[4]] = true
+		}
 		ordered = ordered || (len(f) >= 2 && f[0] == "orders" && f[1] == "True")
 		// NAME REPLICAS SPREAD LARGEST READY: the storage policy on the LINSTOR test double.
 		replicated = replicated || (len(f) >= 5 && f[0] == "replicated" && f[3] == "100Gi" && f[4] == "True")
@@ -62,5 +67,11 @@ func TestDemo(t *testing.T) {
 	}
 	if !replicated {
 		t.Errorf("the StoragePolicy replicated is not shown Ready with its capacity:\n%s", out)
+	}
+	if len(zones) != 2 {
+		t.Errorf("tenant beta's two pods are not shown in two zones (%v):\n%s", zones, out)
+	}
+	if !strings.Contains(out, "pod/db condition met") {
+		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)
 	}
 }
