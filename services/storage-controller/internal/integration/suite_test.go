@@ -103,12 +103,24 @@ func run(m *testing.M) (int, error) {
 			w.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: storagepolicyv1.LabelNamespaceSchedulingClass, Operator: op}}}
 		}
 	}
-	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Webhooks: hooks, MutatingWebhooks: mutating, Scheme: scheme})
+	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Webhooks: hooks, MutatingWebhooks: mutating, Scheme: scheme,
+		// Role aggregation (the tenant roles), and claims protected while pods use them, as in a cluster.
+		ControllerManager: true})
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = env.Stop() }()
 	k8s = env.Client
+	ctx0 := context.Background()
+	for _, f := range []string{
+		filepath.Join(chartDir, "templates", "scheduling-gate-policy.yaml"),
+		// The tenant roles, for the tests in a tenant administrator's seat.
+		filepath.Join(chartDir, "..", "tenant-controller", "templates", "tenant-roles.yaml"),
+	} {
+		if err := testenv.ApplyFile(ctx0, k8s, f); err != nil {
+			return 0, err
+		}
+	}
 
 	clock = testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	double = linstordouble.New(linstordouble.Options{Seed: 1, Clock: clock})
