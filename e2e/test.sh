@@ -18,5 +18,9 @@ echo ">> fuzzing the Tenant validation for ${FUZZTIME:=20000x} inputs"
 echo ">> fuzzing the apps' value validation for $FUZZTIME inputs"
 (cd services/app-catalog-controller && go test -run '^$' -fuzz '^FuzzAdmit$' -fuzztime "$FUZZTIME" ./internal/apiserver/)
 
+echo ">> fuzzing the net-controller's pool blocks and routing policies for $FUZZTIME inputs"
+(cd services/net-controller && go test -run '^$' -fuzz '^FuzzBlock$' -fuzztime "$FUZZTIME" ./internal/subnets/)
+(cd services/net-controller && go test -run '^$' -fuzz '^FuzzDesired$' -fuzztime "$FUZZTIME" ./internal/routing/)
+
 echo ">> go test -race ${pkgs[*]}"
 gotestsum --format testname --format-hide-empty-pkg -- -race -count=1 -timeout 40m "${pkgs[@]}"

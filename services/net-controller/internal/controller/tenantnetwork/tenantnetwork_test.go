@@ -1,0 +1,253 @@
+package tenantnetwork_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
+)
+
+const (
+	timeout  = time.Minute
+	interval = 100 * time.Millisecond
+)
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// NetworkBuilder builds TenantNetworks: MakeNetwork("net", "tenant-a", "10.0.0.0/24").SNAT().Obj().
+type NetworkBuilder struct{ n netv1.TenantNetwork }
+
+func MakeNetwork(name, ns, cidr string) *NetworkBuilder {
+	return &NetworkBuilder{n: netv1.TenantNetwork{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: netv1.TenantNetworkSpec{CIDR: cidr}}}
+}
+func (b *NetworkBuilder) SNAT() *NetworkBuilder { b.n.Spec.SNAT = true; return b }
+func (b *NetworkBuilder) Floating(name, ip string) *NetworkBuilder {
+	b.n.Spec.FloatingIPs = append(b.n.Spec.FloatingIPs, netv1.FloatingIP{Name: name, InternalIP: ip})
+	return b
+}
+func (b *NetworkBuilder) Obj() *netv1.TenantNetwork { return b.n.DeepCopy() }
+
+func create(ctx context.Context, t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func ready(ctx context.Context, g Gomega, ns, name string) *netv1.TenantNetwork {
+	tn := &netv1.TenantNetwork{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, tn)).To(Succeed())
+		g.Expect(conditions.IsReady(tn)).To(BeTrue(), "TenantNetwork %s/%s: %v", ns, name, tn.Status.Conditions)
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	return tn
+}
+
+func nbctl(g Gomega, args ...string) string {
+	out, err := ovnProcs.Nbctl(args...)
+	g.Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+func TestTwoTenantsWithTheSameRangeAreProgrammedApart(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, namespace("tenant-x"), namespace("tenant-y"),
+		MakeNetwork("net", "tenant-x", "192.168.10.0/24").SNAT().Floating("web", "192.168.10.5").Obj(),
+		MakeNetwork("net", "tenant-y", "192.168.10.0/24").SNAT().Floating("web", "192.168.10.5").Obj())
+	x, y := ready(ctx, g, "tenant-x", "net"), ready(ctx, g, "tenant-y", "net")
+
+	g.Expect(x.Status.Router).NotTo(Equal(y.Status.Router))
+	held := map[string]bool{}
+	for _, tn := range []*netv1.TenantNetwork{x, y} {
+		g.Expect(tn.Status.FloatingIPs).To(HaveLen(1))
+		for _, a := range []string{tn.Status.SNATIP, tn.Status.FloatingIPs[0].ExternalIP} {
+			g.Expect(external.Contains(mustAddr(a))).To(BeTrue(), a)
+			g.Expect(held).NotTo(HaveKey(a), "one external address given twice")
+			held[a] = true
+		}
+		nat := nbctl(g, "lr-nat-list", tn.Status.Router)
+		g.Expect(nat).To(ContainSubstring(tn.Status.SNATIP))
+		g.Expect(nat).To(ContainSubstring(tn.Status.FloatingIPs[0].ExternalIP))
+	}
+	// northd made the NAT flows of each router in SB.
+	nbctl(g, "--wait=sb", "sync")
+	for _, tn := range []*netv1.TenantNetwork{x, y} {
+		flows, err := ovnProcs.Sbctl("lflow-list", tn.Status.Router)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(flows).To(ContainSubstring("ct_snat(" + tn.Status.SNATIP + ")"))
+		g.Expect(flows).To(ContainSubstring("ct_dnat(192.168.10.5)"))
+	}
+}
+
+func TestRowsRemovedBySomeoneElseAreRestoredAndCounted(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, namespace("tenant-fix"), MakeNetwork("net", "tenant-fix", "10.9.0.0/24").SNAT().Obj())
+	tn := ready(ctx, g, "tenant-fix", "net")
+	before := tenantnetwork.Restored()
+
+	nbctl(g, "lr-nat-del", tn.Status.Router, "snat", "10.9.0.0/24")
+	g.Eventually(func() string { return nbctl(g, "lr-nat-list", tn.Status.Router) }).
+		WithTimeout(timeout).WithPolling(interval).Should(ContainSubstring(tn.Status.SNATIP))
+	g.Eventually(tenantnetwork.Restored).WithTimeout(timeout).Should(BeNumerically(">", before))
+
+	nbctl(g, "lr-del", tn.Status.Router) // the router, its ports and NAT rows
+	g.Eventually(func(g Gomega) {
+		g.Expect(nbctl(g, "lr-nat-list", tn.Status.Router)).To(ContainSubstring(tn.Status.SNATIP))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+}
+
+func TestAConvergedNetworkCausesNoTransactionAndNoWrite(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, namespace("tenant-calm"), MakeNetwork("net", "tenant-calm", "10.8.0.0/24").SNAT().Floating("db", "10.8.0.7").Obj())
+	ready(ctx, g, "tenant-calm", "net")
+
+	writes := &writeCounter{}
+	fresh := &tenantnetwork.Reconciler{Client: writes.wrap(k8s), APIReader: k8s, NB: nb, External: external, PerNamespace: perNamespace}
+	txns := nb.Transactions()
+	for range 2 {
+		_, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "tenant-calm", Name: "net"}})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(nb.Transactions()).To(Equal(txns), "OVN transactions at steady state")
+	g.Expect(writes.calls).To(BeEmpty(), "API writes at steady state")
+}
+
+func TestTooManyAddressesForTheNamespaceSaysSoWithNumbers(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, namespace("tenant-greedy"), MakeNetwork("net", "tenant-greedy", "10.7.0.0/24").SNAT().
+		Floating("a", "10.7.0.2").Floating("b", "10.7.0.3").Floating("c", "10.7.0.4").Obj())
+	g.Eventually(func(g Gomega) {
+		tn := &netv1.TenantNetwork{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "tenant-greedy", Name: "net"}, tn)).To(Succeed())
+		c := conditions.Get(tn, netv1.AddressesReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(netv1.AddressesExhaustedReason))
+		g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("may hold %d external addresses; its other networks hold 0 and this one needs 4", perNamespace)))
+		g.Expect(conditions.IsTrue(tn, "Stalled")).To(BeTrue())
+		g.Expect(tn.Status.ObservedGeneration).To(Equal(tn.Generation))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	g.Expect(nbctl(g, "--bare", "--columns=name", "list", "Logical_Router")).NotTo(ContainSubstring("tenant-greedy"))
+}
+
+func TestDeletingANetworkRemovesItsRowsOnceNoWorkloadIsAttached(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, namespace("tenant-bye"), MakeNetwork("net", "tenant-bye", "10.6.0.0/24").SNAT().Obj())
+	tn := ready(ctx, g, "tenant-bye", "net")
+	nbctl(g, "lsp-add", tn.Status.Switch, "vm-bye") // a workload attached by someone else
+
+	g.Expect(k8s.Delete(ctx, tn)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &netv1.TenantNetwork{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tn), cur)).To(Succeed())
+		g.Expect(conditions.Get(cur, "Ready").Message).To(ContainSubstring("workload ports"))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	g.Expect(nbctl(g, "ls-list")).To(ContainSubstring(tn.Status.Switch))
+
+	nbctl(g, "lsp-del", "vm-bye")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tn), &netv1.TenantNetwork{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+	g.Expect(nbctl(g, "ls-list")).NotTo(ContainSubstring(tn.Status.Switch))
+	g.Expect(nbctl(g, "--bare", "--columns=name", "list", "Logical_Router")).NotTo(ContainSubstring(tn.Status.Router))
+}
+
+func TestTheControllerConvergesAfterTheDatabaseIsKilledAndRestarted(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, namespace("tenant-crash"), namespace("tenant-crash2"))
+	// The database is killed while the controller works through a stream of networks: one is
+	// programmed, the others are under way or queued.
+	for i := range 3 {
+		create(ctx, t, MakeNetwork(fmt.Sprintf("net%d", i), "tenant-crash", "10.5.0.0/24").SNAT().Obj())
+	}
+	ready(ctx, g, "tenant-crash", "net0")
+	g.Expect(ovnProcs.KillDB("nb")).To(Succeed())
+	create(ctx, t, MakeNetwork("late", "tenant-crash2", "10.5.0.0/24").Obj())
+	g.Eventually(func(g Gomega) {
+		tn := &netv1.TenantNetwork{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "tenant-crash2", Name: "late"}, tn)).To(Succeed())
+		g.Expect(conditions.Get(tn, netv1.OVNReadyCondition)).NotTo(BeNil())
+		g.Expect(conditions.Get(tn, netv1.OVNReadyCondition).Reason).To(Equal(netv1.OVNUnavailableReason))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	g.Expect(ovnProcs.StartDB("nb")).To(Succeed())
+	routers := []string{}
+	for _, k := range []types.NamespacedName{{Namespace: "tenant-crash", Name: "net0"}, {Namespace: "tenant-crash", Name: "net1"},
+		{Namespace: "tenant-crash", Name: "net2"}, {Namespace: "tenant-crash2", Name: "late"}} {
+		tn := ready(ctx, g, k.Namespace, k.Name)
+		routers = append(routers, tn.Status.Router)
+		// Exactly one router and one switch per network: no duplicate rows after the restart.
+		g.Expect(strings.Count(nbctl(g, "--bare", "--columns=name", "list", "Logical_Router"), tn.Status.Router+"\n")).To(Equal(1))
+		g.Expect(strings.Count(nbctl(g, "ls-list"), "("+tn.Status.Switch+")")).To(Equal(1))
+	}
+	g.Expect(routers).To(HaveLen(4))
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// writeCounter records the writing requests a client sends (even no-ops).
+type writeCounter struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (w *writeCounter) add(verb string, obj any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, fmt.Sprintf("%s %T", verb, obj))
+}
+
+func (w *writeCounter) wrap(c client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
+			w.add("create", o)
+			return c.Create(ctx, o, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+			w.add("update", o)
+			return c.Update(ctx, o, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+			w.add("patch", o)
+			return c.Patch(ctx, o, p, opts...)
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			w.add("apply", o)
+			return c.Apply(ctx, o, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
+			w.add("delete", o)
+			return c.Delete(ctx, o, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			w.add("patch/"+sub, o)
+			return c.SubResource(sub).Patch(ctx, o, p, opts...)
+		},
+	})
+}

@@ -1,0 +1,160 @@
+package tenantsubnet
+
+import (
+	"context"
+	"errors"
+
+	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantsubnets,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantsubnets/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=subnetpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubeovn.io,resources=subnets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=kubeovn.io,resources=ips,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// domainConditions are summarised into Ready, in this order.
+var domainConditions = []string{netv1.AllocatedCondition, netv1.SubnetReadyCondition}
+
+// Reconciler reconciles the TenantSubnet of one namespace (requests are namespace names).
+type Reconciler struct {
+	client.Client
+	// APIReader reads past the cache: an allocation is made only after kube-apiserver confirms
+	// the namespace holds none (the cache may not yet show one made a moment ago).
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
+}
+
+// scope carries what one reconcile learned about a namespace.
+type scope struct {
+	ts    *netv1.TenantSubnet
+	ns    *metav1.PartialObjectMetadata
+	alloc *subnets.Allocation
+	stall *conditions.Stall
+}
+
+// Reconcile keeps a tenant namespace's block and Subnet, and releases them once the namespace is
+// no longer a tenant's.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	ns, err := r.tenantNamespace(ctx, req.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ts := &netv1.TenantSubnet{}
+	if err := r.Get(ctx, types.NamespacedName{Name: req.Name}, ts); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		ts = nil
+	}
+	if ns == nil {
+		return ctrl.Result{}, r.reconcileRelease(ctx, req.Name, ts)
+	}
+	if ts == nil {
+		// Its creation brings the namespace back here.
+		ts = &netv1.TenantSubnet{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}
+		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Create(ctx, ts, client.FieldOwner(subnets.FieldOwner)))
+	}
+	s := &scope{ts: ts, ns: ns}
+	helper := patch.NewHelper(ts)
+	defer func() {
+		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s))
+	}()
+	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the phases in order; the Subnet is written once the block is known.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
+	if err := r.reconcileAllocation(ctx, s); err != nil {
+		return err
+	}
+	return r.reconcileSubnet(ctx, s)
+}
+
+// tenantNamespace returns the namespace's metadata if it is a live tenant namespace, else nil.
+func (r *Reconciler) tenantNamespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if ns.Labels[tenancyv1.LabelTenant] == "" || !ns.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	return ns, nil
+}
+
+// SetupWithManager registers the controller. TenantSubnets, namespaces, the controller's Subnets
+// and Kube-OVN's IPs all lead to the namespace they concern; a change of pools to every namespace
+// still waiting for a block.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+	})
+	bySubnetLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if ns := o.GetLabels()[netv1.LabelNamespace]; ns != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns}}}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tenantsubnet").
+		// Only creations and deletions: the controller is the one writer of a TenantSubnet's status.
+		For(&netv1.TenantSubnet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Namespaces and IPs are many and only their metadata is read: the cache keeps no more.
+		Watches(&corev1.Namespace{}, byName, builder.OnlyMetadata).
+		Watches(&kubeovnv1.Subnet{}, bySubnetLabel).
+		Watches(&kubeovnv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.ipToNamespace), builder.OnlyMetadata).
+		Watches(&netv1.SubnetPool{}, handler.EnqueueRequestsFromMapFunc(r.waiting)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// ipToNamespace maps a Kube-OVN IP to the namespace whose Subnet holds it (Kube-OVN labels every
+// IP with its subnet): a released namespace waits for its last address to go.
+func (r *Reconciler) ipToNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[subnetNameLabel]
+	sn := &kubeovnv1.Subnet{}
+	if name == "" || r.Get(ctx, types.NamespacedName{Name: name}, sn) != nil {
+		return nil
+	}
+	if ns := sn.Labels[netv1.LabelNamespace]; ns != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns}}}
+	}
+	return nil
+}
+
+// waiting lists the tenant namespaces without a block: those a pool change may serve.
+func (r *Reconciler) waiting(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &netv1.TenantSubnetList{}
+	if err := r.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if !conditions.IsTrue(&list.Items[i], netv1.AllocatedCondition) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+		}
+	}
+	return out
+}

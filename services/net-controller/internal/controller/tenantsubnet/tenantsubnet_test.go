@@ -1,0 +1,273 @@
+package tenantsubnet_test
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantsubnet"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
+)
+
+func TestTenantNamespaceGetsDualStackSubnet(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("dual", "dual").IPv4(24, "10.60.0.0/16").IPv6(64, "fd00:60::/48").Obj(),
+		tenantNamespace("tenant-dual", "dual"))
+
+	ts := readyTenantSubnet(ctx, g, "tenant-dual")
+	g.Expect(ts.Status.Pool).To(Equal("dual"))
+	g.Expect(netip.MustParsePrefix("10.60.0.0/16").Overlaps(netip.MustParsePrefix(ts.Status.IPv4))).To(BeTrue(), ts.Status.IPv4)
+	g.Expect(netip.MustParsePrefix(ts.Status.IPv4).Bits()).To(Equal(24))
+	g.Expect(netip.MustParsePrefix("fd00:60::/48").Overlaps(netip.MustParsePrefix(ts.Status.IPv6))).To(BeTrue(), ts.Status.IPv6)
+
+	sn := &kubeovnv1.Subnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, sn)).To(Succeed())
+	g.Expect(sn.Spec.Namespaces).To(Equal([]string{"tenant-dual"}))
+	g.Expect(sn.Spec.Protocol).To(Equal("Dual"))
+	g.Expect(sn.Spec.CIDRBlock).To(Equal(ts.Status.IPv4 + "," + ts.Status.IPv6))
+	g.Expect(sn.Spec.GatewayType).To(Equal("distributed"))
+
+	pool := &netv1.SubnetPool{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "dual"}, pool)).To(Succeed())
+		g.Expect(conditions.IsReady(pool)).To(BeTrue())
+		g.Expect(pool.Status.Allocated).To(BeEquivalentTo(1))
+	}).WithTimeout(timeout).Should(Succeed())
+	g.Expect(pool.Status.Blocks).To(BeEquivalentTo(256), "a /16 cut into /24s, paired with far more /64s")
+}
+
+func TestBlocksNeverOverlap(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("many", "many").IPv4(24, "10.61.0.0/21").Obj())
+	for i := range 8 {
+		create(ctx, t, tenantNamespace(fmt.Sprintf("tenant-many-%d", i), "many"))
+	}
+	seen := map[string]string{}
+	for i := range 8 {
+		ns := fmt.Sprintf("tenant-many-%d", i)
+		ts := readyTenantSubnet(ctx, g, ns)
+		g.Expect(seen).NotTo(HaveKey(ts.Status.IPv4), "%s and %s hold one block", ns, seen[ts.Status.IPv4])
+		seen[ts.Status.IPv4] = ns
+	}
+}
+
+func TestPoolExhaustedSaysSoWithNumbersThenServesAReleasedBlock(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("small", "small").IPv4(24, "10.62.0.0/23").Obj())
+	names := []string{"tenant-small-a", "tenant-small-b", "tenant-small-c"}
+	for _, n := range names {
+		create(ctx, t, tenantNamespace(n, "small"))
+	}
+	var waiting string
+	g.Eventually(func(g Gomega) {
+		ready := 0
+		waiting = ""
+		for _, n := range names {
+			ts := &netv1.TenantSubnet{}
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: n}, ts)).To(Succeed())
+			if conditions.IsReady(ts) {
+				ready++
+				continue
+			}
+			c := conditions.Get(ts, netv1.AllocatedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(netv1.PoolExhaustedReason))
+			g.Expect(c.Message).To(ContainSubstring("2 of 2 blocks are held (IPv4 /24)"))
+			g.Expect(conditions.IsTrue(ts, "Stalled")).To(BeTrue())
+			waiting = n
+		}
+		g.Expect(ready).To(Equal(2))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+
+	// A namespace that stops being a tenant's gives its empty block back; the waiting one gets it.
+	var leaving string
+	for _, n := range names {
+		if n != waiting {
+			leaving = n
+			break
+		}
+	}
+	gone := readyTenantSubnet(ctx, g, leaving).Status.IPv4
+	dropTenantLabel(ctx, t, leaving)
+	g.Expect(readyTenantSubnet(ctx, g, waiting).Status.IPv4).To(Equal(gone))
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: leaving}, &netv1.TenantSubnet{}))
+	}).WithTimeout(timeout).Should(BeTrue())
+}
+
+func TestReleaseWaitsUntilNoAddressIsHeld(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("busy", "busy").IPv4(24, "10.63.0.0/16").Obj(), tenantNamespace("tenant-busy", "busy"))
+	ts := readyTenantSubnet(ctx, g, "tenant-busy")
+	// What Kube-OVN records for a pod holding an address in the subnet.
+	ip := &kubeovnv1.IP{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1.tenant-busy", Labels: map[string]string{"ovn.kubernetes.io/subnet": ts.Status.Subnet}},
+		Spec:       kubeovnv1.IPSpec{PodName: "vm1", Namespace: "tenant-busy", Subnet: ts.Status.Subnet, V4IPAddress: "10.63.0.5"},
+	}
+	create(ctx, t, ip)
+	dropTenantLabel(ctx, t, "tenant-busy")
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-busy"}, ts)).To(Succeed())
+		c := conditions.Get(ts, netv1.SubnetReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(netv1.SubnetInUseReason))
+		g.Expect(c.Message).To(ContainSubstring(ts.Status.Subnet + " holds 1 addresses"))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding an address was released")
+
+	g.Expect(k8s.Delete(ctx, ip)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{})) &&
+			apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "tenant-busy"}, &netv1.TenantSubnet{}))
+	}).WithTimeout(timeout).Should(BeTrue())
+}
+
+func TestASubnetNotMadeByTheControllerIsNeitherAdoptedNorReused(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	pool := MakePool("squat", "squat").IPv4(24, "10.64.0.0/22").Obj()
+	// Someone else's Subnet has the name of the block the namespace would be given first.
+	first, _ := subnets.Pick("tenant-squat", subnets.Blocks(pool), nil)
+	foreign := &kubeovnv1.Subnet{
+		ObjectMeta: metav1.ObjectMeta{Name: subnets.SubnetName("squat", first), Labels: map[string]string{"owner": "someone"}},
+		Spec:       kubeovnv1.SubnetSpec{CIDRBlock: "172.30.0.0/24", Protocol: "IPv4"},
+	}
+	create(ctx, t, foreign, pool, tenantNamespace("tenant-squat", "squat"))
+
+	ts := readyTenantSubnet(ctx, g, "tenant-squat")
+	g.Expect(ts.Status.Subnet).NotTo(Equal(foreign.Name))
+	after := &kubeovnv1.Subnet{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), after)).To(Succeed())
+	g.Expect(after.ResourceVersion).To(Equal(foreign.ResourceVersion), "the foreign Subnet was written to")
+}
+
+func TestTwoAllocatorsNeverShareABlock(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	stop, err := startManager() // a second replica, with a cache of its own, beside the suite's
+	g.Expect(err).NotTo(HaveOccurred())
+	defer stop()
+	create(ctx, t, MakePool("race", "race").IPv4(24, "10.65.0.0/20").Obj())
+	var names []string
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("tenant-race-%d", i))
+		create(ctx, t, tenantNamespace(names[i], "race"))
+	}
+	seen := map[string]string{}
+	for _, n := range names {
+		ts := readyTenantSubnet(ctx, g, n)
+		g.Expect(seen).NotTo(HaveKey(ts.Status.IPv4), "%s and %s hold one block", n, seen[ts.Status.IPv4])
+		seen[ts.Status.IPv4] = n
+		// A namespace both replicas allocated for at once keeps one block and gives the other back.
+		g.Eventually(func(g Gomega) { g.Expect(ownSubnets(ctx, g, n)).To(HaveLen(1)) }).WithTimeout(timeout).Should(Succeed())
+	}
+}
+
+func TestAConvergedNamespaceCausesNoWriteAndSurvivesARestart(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("calm", "calm").IPv4(24, "10.66.0.0/16").IPv6(64, "fd00:66::/48").Obj(),
+		tenantNamespace("tenant-calm", "calm"))
+	ts := readyTenantSubnet(ctx, g, "tenant-calm")
+	sn := &kubeovnv1.Subnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, sn)).To(Succeed())
+
+	// A reconciler that remembers nothing, reading straight from kube-apiserver: what a restarted
+	// controller does first. It finds the allocation and writes nothing.
+	writes := &writeCounter{}
+	fresh := &tenantsubnet.Reconciler{Client: writes.wrap(k8s), APIReader: k8s}
+	for range 2 {
+		_, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-calm"}})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(writes.calls).To(BeEmpty(), "requests that write, at steady state")
+	ts2 := &netv1.TenantSubnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-calm"}, ts2)).To(Succeed())
+	g.Expect(ts2.ResourceVersion).To(Equal(ts.ResourceVersion), "the TenantSubnet was written at steady state")
+	sn2 := &kubeovnv1.Subnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: sn.Name}, sn2)).To(Succeed())
+	g.Expect(sn2.ResourceVersion).To(Equal(sn.ResourceVersion), "the Subnet was written at steady state")
+	g.Expect(ownSubnets(ctx, g, "tenant-calm")).To(HaveLen(1))
+}
+
+func TestANamespaceNoPoolSelectsWaitsAndSaysWhy(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, tenantNamespace("tenant-nopool", "nopool"))
+	g.Eventually(func(g Gomega) {
+		ts := &netv1.TenantSubnet{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-nopool"}, ts)).To(Succeed())
+		c := conditions.Get(ts, netv1.AllocatedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(netv1.NoPoolReason))
+	}).WithTimeout(timeout).Should(Succeed())
+	// The pool arrives: the namespace is served without any other change.
+	create(ctx, t, MakePool("late", "nopool").IPv4(24, "10.67.0.0/16").Obj())
+	g.Expect(strings.HasPrefix(readyTenantSubnet(ctx, g, "tenant-nopool").Status.IPv4, "10.67.")).To(BeTrue())
+}
+
+func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	pool := MakePool("gone", "gone").IPv4(24, "10.68.0.0/16").Obj()
+	create(ctx, t, pool, tenantNamespace("tenant-gone", "gone"))
+	readyTenantSubnet(ctx, g, "tenant-gone")
+	g.Expect(k8s.Delete(ctx, pool)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &netv1.SubnetPool{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, cur)).To(Succeed())
+		g.Expect(conditions.Get(cur, "Ready").Message).To(Equal("Waiting for 1 tenant namespaces to release their blocks"))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	// While it is held, a new pool over the same range hands out nothing.
+	create(ctx, t, MakePool("gone-again", "gone-again").IPv4(24, "10.68.0.0/16").Obj())
+	g.Eventually(func(g Gomega) {
+		cur := &netv1.SubnetPool{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone-again"}, cur)).To(Succeed())
+		g.Expect(conditions.IsTrue(cur, "Stalled")).To(BeTrue())
+		g.Expect(conditions.Get(cur, "Ready").Reason).To(Equal(netv1.PoolOverlapReason))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+
+	dropTenantLabel(ctx, t, "tenant-gone")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, &netv1.SubnetPool{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+	g.Eventually(func(g Gomega) {
+		cur := &netv1.SubnetPool{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone-again"}, cur)).To(Succeed())
+		g.Expect(conditions.IsReady(cur)).To(BeTrue(), "%v", cur.Status.Conditions)
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+}
+
+func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	pool := MakePool("back", "back").IPv4(24, "10.69.0.0/22").Obj()
+	// The namespace's first choice is taken when it is allocated, so it gets another block ...
+	first, _ := subnets.Pick("tenant-back", subnets.Blocks(pool), nil)
+	squatter := &kubeovnv1.Subnet{
+		ObjectMeta: metav1.ObjectMeta{Name: subnets.SubnetName("back", first)},
+		Spec:       kubeovnv1.SubnetSpec{CIDRBlock: "172.31.0.0/24", Protocol: "IPv4"},
+	}
+	create(ctx, t, squatter, pool, tenantNamespace("tenant-back", "back"))
+	ts := readyTenantSubnet(ctx, g, "tenant-back")
+	g.Expect(ts.Status.Subnet).NotTo(Equal(squatter.Name))
+	// ... and keeps it when its first choice is free again and its Subnet is deleted by someone.
+	g.Expect(k8s.Delete(ctx, squatter)).To(Succeed())
+	sn := &kubeovnv1.Subnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, sn)).To(Succeed())
+	g.Expect(k8s.Delete(ctx, sn)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		back := &kubeovnv1.Subnet{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, back)).To(Succeed())
+		g.Expect(back.UID).NotTo(Equal(sn.UID))
+		g.Expect(back.Spec.CIDRBlock).To(Equal(ts.Status.IPv4))
+	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	g.Expect(ownSubnets(ctx, g, "tenant-back")).To(HaveLen(1))
+	g.Expect(readyTenantSubnet(ctx, g, "tenant-back").Status.IPv4).To(Equal(ts.Status.IPv4))
+}
