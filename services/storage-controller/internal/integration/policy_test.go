@@ -324,3 +324,19 @@ func TestDeletionWaitsForVolumes(t *testing.T) {
 		t.Error("the resource group outlived its policy")
 	}
 }
+
+// A policy no set of nodes can serve is not Ready, and says why with the numbers; it is not
+// Stalled: nodes with the label may come.
+func TestPolicyWithoutQualifyingNodes(t *testing.T) {
+	p := replicated("nowhere")
+	p.Spec.NodeSelector = map[string]string{"disk": "nvme"}
+	create(t, p)
+	got := condition(t, "nowhere", storagepolicyv1.PlaceableCondition, metav1.ConditionFalse, storagepolicyv1.NoCapacityReason)
+	if msg := meta.FindStatusCondition(got.Status.Conditions, storagepolicyv1.PlaceableCondition).Message; !strings.Contains(msg, "only 0 distinct qualifying zones") {
+		t.Errorf("Placeable message: %q", msg)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, fmeta.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionFalse || meta.FindStatusCondition(got.Status.Conditions, fmeta.StalledCondition) != nil {
+		t.Errorf("conditions: %+v", got.Status.Conditions)
+	}
+}

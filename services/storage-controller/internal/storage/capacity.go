@@ -180,7 +180,7 @@ func (c Capacity) Fits(pl Placement, sizeKiB int64) (bool, string) {
 		domain = shortKey(pl.TopologyKey) + "s"
 	}
 	if c.Limit == nil {
-		return false, fmt.Sprintf("%s: only %d distinct qualifying %s have a storage pool in %s", what, c.Domains, domain, strings.Join(pl.Pools, ", "))
+		return false, what + ": " + c.Shortage(pl)
 	}
 	where := c.Limit.Node
 	if c.Limit.Topology != "" {
@@ -190,6 +190,16 @@ func (c Capacity) Fits(pl Placement, sizeKiB int64) (bool, string) {
 		return false, fmt.Sprintf("%s: the largest free is %s (%s)", what, HumanKiB(c.LargestKiB), where)
 	}
 	return false, fmt.Sprintf("%s: the largest free on %d distinct %s is %s (%s)", what, pl.Replicas, domain, HumanKiB(c.LargestKiB), where)
+}
+
+// Shortage says why no replica set fits at all (Limit is nil): "only 1 distinct qualifying zones
+// have a storage pool in ssd".
+func (c Capacity) Shortage(pl Placement) string {
+	domain := "nodes"
+	if pl.TopologyKey != "" {
+		domain = shortKey(pl.TopologyKey) + "s"
+	}
+	return fmt.Sprintf("only %d distinct qualifying %s have a storage pool in %s", c.Domains, domain, strings.Join(pl.Pools, ", "))
 }
 
 // shortKey is a topology key without its prefix: topology.kubernetes.io/zone → zone.

@@ -200,8 +200,8 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *scope) error {
 	largest := kib(c.LargestKiB)
 	p.Status.LargestVolume = &largest
 	if c.Limit == nil {
-		_, msg := c.Fits(pl, 1)
-		conditions.MarkFalse(p, storagepolicyv1.PlaceableCondition, storagepolicyv1.NoCapacityReason, strings.TrimPrefix(msg, fmt.Sprintf("%d replicas of 1Ki: ", pl.Replicas)))
+		conditions.MarkFalse(p, storagepolicyv1.PlaceableCondition, storagepolicyv1.NoCapacityReason,
+			fmt.Sprintf("%d replicas need as many distinct nodes or zones: %s", pl.Replicas, c.Shortage(pl)))
 		return nil
 	}
 	conditions.MarkTrue(p, storagepolicyv1.PlaceableCondition, storagepolicyv1.ReconciledReason,
