@@ -5,21 +5,31 @@
 #       into .local/bin), starts etcd + kube-apiserver + kube-controller-manager, the real Flux
 #       source-controller and helm-controller and a loopback Helm repository of the starter
 #       catalog's charts (state in .local/), installs CRDs, webhooks and tenant roles, runs every
-#       controller and the apps apiserver as its own process, applies the starter catalog and
-#       deploy/examples/ and waits for Ready: the tenant tree, and a Postgres in tenant acme.
+#       controller and the apps apiserver as its own process, and the LINSTOR test double (with a
+#       Node per satellite) for the storage-controller, applies the starter catalog and
+#       deploy/examples/ and waits for Ready: the tenant tree, a Postgres in tenant acme, and the
+#       storage policies.
 # down: stops the controllers and the control plane; the state stays in .local/.
 #
-# FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: webhooks,
-# +1: the apps apiserver, +2: the Helm repository), so that a second demo (the e2e test's) can run
-# beside yours.
+# FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: the
+# tenant-controller's webhook, +1: the apps apiserver, +2: the Helm repository, +3: the
+# storage-controller's webhooks, +4: the LINSTOR test double, +5: the storage-controller's
+# kube-scheduler extender), so that a second demo (the e2e test's) can run beside yours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 state=${FLOTILLA_STATE:-$root/.local}
 mkdir -p "$state/bin" "$state/logs"
-services=(tenant-controller app-catalog-controller)
+services=(tenant-controller app-catalog-controller storage-controller)
 base=${FLOTILLA_PORT_BASE:-19443}
-webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2))
+webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2)) linstor_port=$((base + 4)) extender_port=$((base + 5))
+# Each service with an admission webhook serves it on a port of its own.
+declare -A webhook_ports=([tenant-controller]=$webhook_port [storage-controller]=$((base + 3)))
+# Flags of the services beyond the common ones: the storage-controller talks to the LINSTOR test
+# double (no LINSTOR can run here), and polls it often so that the demo shows changes quickly.
+declare -A service_flags=([storage-controller]="--linstor-endpoint=http://127.0.0.1:$linstor_port --linstor-poll-interval=5s --extender-bind-address=127.0.0.1:$extender_port")
+# The LINSTOR test double's satellites; the demo makes a Node of each.
+linstor_nodes=node-1=zone-a,node-2=zone-a,node-3=zone-b,node-4=zone-b
 cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1 # the Postgres chart's Cluster CRD
 # kubectl's discovery cache of this control plane, so a previous one on the same port cannot
 # stand in for it.
@@ -51,7 +61,7 @@ stop() { # pidfile
 }
 
 down() {
-  for s in "${services[@]}" apps-apiserver; do stop "$state/$s.pid"; done
+  for s in "${services[@]}" apps-apiserver linstor-double; do stop "$state/$s.pid"; done
   stop "$state/localcp.pid"
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
 }
@@ -65,18 +75,19 @@ up() {
   go build -o "$state/bin/localcp" ./libs/testenv/cmd/localcp
   for s in "${services[@]}"; do go build -o "$state/bin/$s" "./services/$s/cmd"; done
   go build -o "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
+  go build -o "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
-  hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s," "$f"; fi; done)
+  hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
   if ! alive "$state/localcp.pid"; then
     say "starting the control plane (etcd, kube-apiserver, kube-controller-manager, Flux, a Helm repository)"
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port" \
-      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml" \
-      --webhook-port "$webhook_port" \
+      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml" \
+      --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" \
       --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
@@ -87,13 +98,32 @@ up() {
   # shellcheck disable=SC1091
   source "$state/webhook.env"
 
+  stop "$state/linstor-double.pid"
+  say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
+  setsid nohup "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision \
+    > "$state/logs/linstor-double.log" 2>&1 &
+  echo $! > "$state/linstor-double.pid"
+  # The Nodes the satellites run on, labelled with their zones. No kubelet registers them here, so
+  # the demo gives them capacity and lifts the not-ready taint kube-apiserver puts on new Nodes:
+  # kube-scheduler then binds pods to them (which nothing runs).
+  for n in ${linstor_nodes//,/ }; do
+    printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s, kubernetes.io/hostname: %s}}\n---\n' \
+      "${n%%=*}" "${n#*=}" "${n%%=*}"
+  done | kubectl apply -f - >/dev/null
+  for n in ${linstor_nodes//,/ }; do
+    kubectl patch node "${n%%=*}" --type=merge -p '{"spec":{"taints":null}}' >/dev/null
+    kubectl patch node "${n%%=*}" --subresource=status --type=merge \
+      -p '{"status":{"capacity":{"cpu":"16","memory":"64Gi","pods":"110"},"allocatable":{"cpu":"16","memory":"64Gi","pods":"110"}}}' >/dev/null
+  done
+
   for s in "${services[@]}"; do
     stop "$state/$s.pid"
     say "starting $s"
     webhook=(--webhook-port=0)
-    [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="$WEBHOOK_PORT" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
+    [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="${webhook_ports[$s]}" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
+    # shellcheck disable=SC2086 # service_flags holds several flags
     setsid nohup "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
-      "${webhook[@]}" --zap-devel \
+      "${webhook[@]}" ${service_flags[$s]:-} --zap-devel \
       > "$state/logs/$s.log" 2>&1 &
     echo $! > "$state/$s.pid"
   done
@@ -133,7 +163,13 @@ up() {
   kubectl get -n tenant-acme postgres -o wide
   echo
 
-  say "a tenant's seat: acme's administrator (group tenant-acme-admin, as OIDC would give it)"
+  say "storage: StoragePolicies on the LINSTOR test double (deploy/examples/storage.yaml)"
+  kubectl wait storagepolicies --all --for=condition=Ready --timeout=60s >/dev/null
+  kubectl get storagepolicies
+  kubectl get storageclasses -l storage.flotilla.dev/policy
+  echo
+
+
   as_acme=(kubectl --kubeconfig "$state/users/acme-admin.kubeconfig" --cache-dir "$state/kube-cache-acme-admin")
   "${as_acme[@]}" apply -f - <<'YAML'
 apiVersion: apps.flotilla.dev/v1alpha1
@@ -143,9 +179,58 @@ spec: {replicas: 1}
 YAML
   "${as_acme[@]}" wait -n tenant-acme redis/cache --for=condition=Ready --timeout=120s
   "${as_acme[@]}" get -n tenant-acme postgres,redis
+  echo "  a claim larger than any two zones can hold, refused at once with the numbers:"
+  "${as_acme[@]}" create -f - <<'YAML' 2>&1 | sed 's/^/    /' || true
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: too-big, namespace: tenant-acme}
+spec:
+  storageClassName: replicated
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 150Gi}}
+YAML
   echo "  beta's administrator, in acme's namespace:"
   kubectl --kubeconfig "$state/users/beta-admin.kubeconfig" --cache-dir "$state/kube-cache-beta-admin" \
     get -n tenant-acme postgres 2>&1 | sed 's/^/    /' || true
+  echo
+
+  say "scheduling: acme's database and its volume placed together (kube-scheduler + the storage-controller's extender)"
+  "${as_acme[@]}" apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data-db, namespace: tenant-acme}
+spec: {storageClassName: replicated, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db, namespace: tenant-acme}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 999, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: postgres
+      image: postgres:17
+      resources: {requests: {cpu: 100m, memory: 256Mi}}
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data-db}}]
+YAML
+  "${as_acme[@]}" wait -n tenant-acme pod/db --for=condition=PodScheduled --timeout=60s
+  "${as_acme[@]}" get -n tenant-acme pod/db pvc/data-db -o wide
+  echo "  (the claim waited for its pod; the CSI stand-in made the volume with a replica on the pod's node)"
+  echo
+
+  say "tenant beta's pods spread over the zones (its SchedulingClass two-zones, deploy/examples/storage.yaml)"
+  as_beta=(kubectl --kubeconfig "$state/users/beta-admin.kubeconfig" --cache-dir "$state/kube-cache-beta-admin")
+  restricted_pod='  securityContext: {runAsNonRoot: true, runAsUser: 101, seccompProfile: {type: RuntimeDefault}}'
+  restricted_container='securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}'
+  for i in 1 2; do
+    printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: web-%s, namespace: tenant-beta, labels: {app.kubernetes.io/instance: web}}\nspec:\n%s\n  containers: [{name: web, image: nginx, resources: {requests: {cpu: 50m, memory: 64Mi}}, %s}]\n' \
+      "$i" "$restricted_pod" "$restricted_container"
+  done | "${as_beta[@]}" apply -f - >/dev/null
+  "${as_beta[@]}" wait -n tenant-beta pod/web-1 pod/web-2 --for=condition=PodScheduled --timeout=60s >/dev/null
+  for p in web-1 web-2; do
+    node=$(kubectl get -n tenant-beta pod "$p" -o jsonpath='{.spec.nodeName}')
+    printf '  %s on %s in %s\n' "$p" "$node" "$(kubectl get node "$node" -o jsonpath='{.metadata.labels.topology\.kubernetes\.io/zone}')"
+  done
   echo
 
   say "the tenant tree"

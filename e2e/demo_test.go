@@ -10,7 +10,8 @@ import (
 
 // `make demo` works as the README promises: the control plane starts, the controllers run as
 // their own processes, the example tenant tree becomes Ready and is printed, the starter catalog
-// is served and the Postgres ordered in tenant acme is Ready; `make demo-down` stops everything.
+// is served and the Postgres ordered in tenant acme is Ready, the storage policies are Ready on the
+// LINSTOR test double; `make demo-down` stops everything.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole local platform")
@@ -39,20 +40,38 @@ func TestDemo(t *testing.T) {
 	if n := strings.Count(out, " True"); n < 4 {
 		t.Errorf("want 4 Ready tenants in the tree, found %d:\n%s", n, out)
 	}
-	// The tenant's seat: acme's administrator orders a Redis right after the platform is up;
-	// beta's may not even read acme's apps.
+	// The tenant's seat: acme's administrator orders a Redis right after the platform is up, and
+	// a claim too large for the storage policy is refused with the numbers; beta's administrator
+	// may not even read acme's apps.
 	for _, want := range []string{"redis.apps.flotilla.dev/cache created", "redis.apps.flotilla.dev/cache condition met",
+		"2 replicas of 150Gi: the largest free on 2 distinct zones is 100Gi",
 		`User "beta-admin" cannot list resource "postgreses"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	ordered := false
+	ordered, replicated := false, false
+	zones := map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
+		// "web-1 on node-4 in zone-b": tenant beta's pods, placed by its SchedulingClass.
+		if len(f) == 5 && strings.HasPrefix(f[0], "web-") && f[1] == "on" && f[3] == "in" {
+			zones[f[4]] = true
+		}
 		ordered = ordered || (len(f) >= 2 && f[0] == "orders" && f[1] == "True")
+		// NAME REPLICAS SPREAD LARGEST READY: the storage policy on the LINSTOR test double.
+		replicated = replicated || (len(f) >= 5 && f[0] == "replicated" && f[3] == "100Gi" && f[4] == "True")
 	}
 	if !ordered {
 		t.Errorf("the Postgres orders is not shown Ready:\n%s", out)
+	}
+	if !replicated {
+		t.Errorf("the StoragePolicy replicated is not shown Ready with its capacity:\n%s", out)
+	}
+	if len(zones) != 2 {
+		t.Errorf("tenant beta's two pods are not shown in two zones (%v):\n%s", zones, out)
+	}
+	if !strings.Contains(out, "pod/db condition met") {
+		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)
 	}
 }

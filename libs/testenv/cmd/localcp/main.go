@@ -13,14 +13,22 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -30,7 +38,7 @@ import (
 func main() {
 	dir := flag.String("dir", ".local", "State directory (etcd data, kubeconfig, logs).")
 	crds := flag.String("crds", "", "Comma-separated directories of CRDs to install.")
-	webhooks := flag.String("webhooks", "", "Comma-separated files of ValidatingWebhookConfigurations to install.")
+	webhooks := flag.String("webhooks", "", "Comma-separated FILE[=PORT]: webhook configurations (validating and mutating) to install, served on PORT (default --webhook-port); each is named after its chart (FILE is <chart>/files/manifests.yaml).")
 	apply := flag.String("apply", "", "Comma-separated manifest files to apply after start.")
 	webhookPort := flag.Int("webhook-port", 19443, "Port on 127.0.0.1 the webhooks are served on.")
 	moduleCRDs := flag.String("module-crds", "", "Comma-separated module@version whose config/crd/bases to install (Flux's, CloudNativePG's, …).")
@@ -39,11 +47,13 @@ func main() {
 	chartsPort := flag.Int("charts-port", 18080, "Port on 127.0.0.1 of the Helm repository.")
 	apiServices := flag.String("apiservices", "", "Comma-separated group/version=port: APIServices pointing at aggregated servers on 127.0.0.1.")
 	users := flag.String("users", "", "Comma-separated name=group: users to write a kubeconfig for (<dir>/users/<name>.kubeconfig).")
+	scheduler := flag.Bool("scheduler", false, "Run kube-scheduler (every node scored), Nodes being made by hand.")
+	extenders := flag.String("scheduler-extenders", "", "Comma-separated URLs of kube-scheduler extenders (filter, prioritize; ignorable), with --scheduler.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
 		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices),
-		users: split(*users)}
+		users: split(*users), scheduler: *scheduler, extenders: split(*extenders)}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
@@ -61,6 +71,8 @@ type options struct {
 	dir                               string
 	crds, webhooks, apply, moduleCRDs []string
 	charts, apiServices, users        []string
+	extenders                         []string
+	scheduler                         bool
 	webhookPort, chartsPort           int
 	flux                              bool
 }
@@ -70,7 +82,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	hooks, err := testenv.ReadWebhooks(o.webhooks...)
+	hooks, mutating, ports, err := readWebhooks(o.webhooks)
 	if err != nil {
 		return err
 	}
@@ -81,13 +93,26 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	env, err := testenv.Start(testenv.Options{CRDDirs: append(o.crds, modules...), Webhooks: hooks, WebhookPort: o.webhookPort,
+	env, err := testenv.Start(testenv.Options{CRDDirs: append(o.crds, modules...), Webhooks: hooks, MutatingWebhooks: mutating, WebhookPort: o.webhookPort,
 		ControllerManager: true, Aggregation: true, DataDir: dir})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
 	ctx := context.Background()
+	if err := servePorts(ctx, env, ports); err != nil {
+		return err
+	}
+	if o.scheduler {
+		var ext []schedconfigv1.Extender
+		for _, u := range o.extenders {
+			ext = append(ext, schedconfigv1.Extender{URLPrefix: u, FilterVerb: "filter", PrioritizeVerb: "prioritize", Weight: 5,
+				NodeCacheCapable: true, Ignorable: true, HTTPTimeout: metav1.Duration{Duration: 2 * time.Second}})
+		}
+		if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{Extenders: ext, PercentageOfNodesToScore: 100}); err != nil {
+			return err
+		}
+	}
 	if o.flux {
 		if err := env.StartFlux(ctx, filepath.Join(dir, "flux")); err != nil {
 			return err
@@ -174,6 +199,92 @@ func writeUserKubeconfigs(env *testenv.Env, dir string, users []string) error {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, name+".kubeconfig"), raw, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readWebhooks reads FILE[=PORT] entries: each file's configurations, named after the chart the
+// file is in (as the chart names them), and the port each configuration's server listens on.
+func readWebhooks(entries []string) ([]*admissionv1.ValidatingWebhookConfiguration, []*admissionv1.MutatingWebhookConfiguration, map[string]int, error) {
+	var hooks []*admissionv1.ValidatingWebhookConfiguration
+	var mutating []*admissionv1.MutatingWebhookConfiguration
+	ports := map[string]int{}
+	for _, e := range entries {
+		path, port, hasPort := strings.Cut(e, "=")
+		p, err := strconv.Atoi(port)
+		if hasPort && err != nil {
+			return nil, nil, nil, fmt.Errorf("--webhooks: want FILE[=PORT], got %q", e)
+		}
+		chart := filepath.Base(filepath.Dir(filepath.Dir(path)))
+		v, err := testenv.ReadWebhooks(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		m, err := testenv.ReadMutatingWebhooks(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for i, h := range v {
+			h.Name = nameFor(chart, i)
+			if hasPort {
+				ports["validating/"+h.Name] = p
+			}
+		}
+		for i, h := range m {
+			h.Name = nameFor(chart, i)
+			if hasPort {
+				ports["mutating/"+h.Name] = p
+			}
+		}
+		hooks, mutating = append(hooks, v...), append(mutating, m...)
+	}
+	return hooks, mutating, ports, nil
+}
+
+func nameFor(chart string, i int) string {
+	if i == 0 {
+		return chart
+	}
+	return fmt.Sprintf("%s-%d", chart, i)
+}
+
+// servePorts points each configuration with a port of its own at that port on the serving host:
+// envtest installs every webhook on one.
+func servePorts(ctx context.Context, env *testenv.Env, ports map[string]int) error {
+	for key, port := range ports {
+		kind, name, _ := strings.Cut(key, "/")
+		var obj client.Object
+		var configs []*admissionv1.WebhookClientConfig
+		if kind == "validating" {
+			vwc := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vwc); err != nil {
+				return err
+			}
+			for i := range vwc.Webhooks {
+				configs = append(configs, &vwc.Webhooks[i].ClientConfig)
+			}
+			obj = vwc
+		} else {
+			mwc := &admissionv1.MutatingWebhookConfiguration{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, mwc); err != nil {
+				return err
+			}
+			for i := range mwc.Webhooks {
+				configs = append(configs, &mwc.Webhooks[i].ClientConfig)
+			}
+			obj = mwc
+		}
+		for _, cc := range configs {
+			u, err := url.Parse(ptr.Deref(cc.URL, ""))
+			if err != nil {
+				return err
+			}
+			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+			cc.URL = ptr.To(u.String())
+		}
+		if err := env.Client.Update(ctx, obj); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,2 @@
+// Package bench measures the storage-controller for docs/benchmarks.md (`make bench`).
+package bench

@@ -1,0 +1,193 @@
+// Package extender is a kube-scheduler extender that puts pods next to their data: for a pod
+// whose claims are LINSTOR volumes it filters out nodes that cannot attach them (nodes without a
+// LINSTOR satellite) and scores highest the nodes that hold an UpToDate diskful replica, then
+// those in the same zone as one. It answers from the storage-controller's polled view of LINSTOR
+// and the manager's cache of claims and volumes: never a LINSTOR call per scheduling request.
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/storage"
+)
+
+// Scores, out of extenderv1.MaxExtenderPriority, a node gets for each of the pod's volumes.
+const (
+	scoreLocal    = extenderv1.MaxExtenderPriority     // holds an UpToDate diskful replica
+	scoreSameZone = extenderv1.MaxExtenderPriority / 2 // in the zone of one
+)
+
+var (
+	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_storage_extender_requests_total",
+		Help: "Scheduling requests the extender answered, by verb and result (ok, error). kube-scheduler skips an ignorable extender that does not answer: a rate of zero while pods with LINSTOR volumes are scheduled means it is not reached.",
+	}, []string{"verb", "result"})
+	latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "flotilla_storage_extender_duration_seconds",
+		Help:    "Time the extender took to answer, by verb.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05},
+	}, []string{"verb"})
+)
+
+func init() { metrics.Registry.MustRegister(requests, latency) }
+
+// Extender answers kube-scheduler's filter and prioritize calls.
+type Extender struct {
+	// Reader reads claims and volumes (the manager's cache).
+	Reader client.Reader
+	View   *linstor.View
+	// ZoneKey is the node label whose value is a node's zone (topology.kubernetes.io/zone).
+	ZoneKey string
+}
+
+// Handler serves POST /filter and POST /prioritize.
+func (x *Extender) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /filter", func(w http.ResponseWriter, r *http.Request) { serve(w, r, "filter", x.Filter) })
+	mux.HandleFunc("POST /prioritize", func(w http.ResponseWriter, r *http.Request) { serve(w, r, "prioritize", x.Prioritize) })
+	return mux
+}
+
+func serve[T any](w http.ResponseWriter, r *http.Request, verb string, answer func(context.Context, *extenderv1.ExtenderArgs) (T, error)) {
+	start := time.Now()
+	defer func() { latency.WithLabelValues(verb).Observe(time.Since(start).Seconds()) }()
+	var args extenderv1.ExtenderArgs
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&args); err != nil {
+		requests.WithLabelValues(verb, "error").Inc()
+		http.Error(w, "invalid ExtenderArgs: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	out, err := answer(r.Context(), &args)
+	if err != nil {
+		requests.WithLabelValues(verb, "error").Inc()
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	requests.WithLabelValues(verb, "ok").Inc()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// nodeNames is the candidate nodes: the scheduler sends names only (nodeCacheCapable) or whole
+// nodes.
+func nodeNames(args *extenderv1.ExtenderArgs) []string {
+	if args.NodeNames != nil {
+		return *args.NodeNames
+	}
+	var out []string
+	if args.Nodes != nil {
+		for _, n := range args.Nodes.Items {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// Filter keeps the nodes that can attach every LINSTOR volume of the pod.
+func (x *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
+	names := nodeNames(args)
+	vols, err := x.volumesOf(ctx, args.Pod)
+	if err != nil {
+		return &extenderv1.ExtenderFilterResult{Error: err.Error()}, nil
+	}
+	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}}
+	keep := make([]string, 0, len(names))
+	for _, n := range names {
+		if _, ok := x.View.Node(n); len(vols) > 0 && !ok {
+			res.FailedNodes[n] = fmt.Sprintf("node %s has no LINSTOR satellite: it cannot attach volume %s", n, vols[0].Name)
+			continue
+		}
+		keep = append(keep, n)
+	}
+	res.NodeNames = &keep
+	return res, nil
+}
+
+// Prioritize scores each node by where the pod's volumes are: a replica there, or in its zone.
+func (x *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.HostPriorityList, error) {
+	names := nodeNames(args)
+	vols, err := x.volumesOf(ctx, args.Pod)
+	if err != nil {
+		return nil, err
+	}
+	out := make(extenderv1.HostPriorityList, len(names))
+	for i, n := range names {
+		out[i].Host = n
+		if len(vols) == 0 {
+			continue
+		}
+		var zone string
+		if node, ok := x.View.Node(n); ok {
+			zone = node.Props[storage.AuxPrefix+x.ZoneKey]
+		}
+		var sum int64
+		for _, v := range vols {
+			sum += x.score(v, n, zone)
+		}
+		out[i].Score = sum / int64(len(vols))
+	}
+	return &out, nil
+}
+
+func (x *Extender) score(v storage.Volume, node, zone string) int64 {
+	best := int64(0)
+	for _, r := range v.Replicas {
+		if !r.Diskful() || !r.UpToDate {
+			continue
+		}
+		if r.Node == node {
+			return scoreLocal
+		}
+		if zone != "" {
+			if rn, ok := x.View.Node(r.Node); ok && rn.Props[storage.AuxPrefix+x.ZoneKey] == zone {
+				best = scoreSameZone
+			}
+		}
+	}
+	return best
+}
+
+// volumesOf is the pod's LINSTOR volumes that exist: the claims bound to a volume of the LINSTOR
+// CSI driver that the view knows. Claims not yet bound (WaitForFirstConsumer) have no place yet.
+func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Volume, error) {
+	if pod == nil {
+		return nil, fmt.Errorf("no pod in the request")
+	}
+	var out []storage.Volume
+	for _, vol := range pod.Spec.Volumes {
+		if vol.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := x.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: vol.PersistentVolumeClaim.ClaimName}, pvc); err != nil {
+			continue // the scheduler reports missing claims itself
+		}
+		if pvc.Spec.VolumeName == "" {
+			continue
+		}
+		pv := &corev1.PersistentVolume{}
+		if err := x.Reader.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			continue
+		}
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagepolicyv1.CSIDriver {
+			continue
+		}
+		if v, ok := x.View.Volume(pv.Spec.CSI.VolumeHandle); ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
