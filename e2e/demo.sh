@@ -6,21 +6,23 @@
 #       source-controller and helm-controller and a loopback Helm repository of the starter
 #       catalog's charts (state in .local/), installs CRDs, webhooks and tenant roles, runs every
 #       controller and the apps apiserver as its own process, and the LINSTOR test double (with a
-#       Node per satellite) for the storage-controller, applies the starter catalog and
-#       deploy/examples/ and waits for Ready: the tenant tree, a Postgres in tenant acme, and the
-#       storage policies.
+#       Node per satellite) for the storage-controller, OVN for the net-controller, kube-scheduler
+#       with the storage-controller's extender, applies the starter catalog and
+#       deploy/examples/ and waits for Ready: the tenant tree, a Postgres in tenant acme, the
+#       storage policies, the tenant subnets and two tenants' networks.
 # down: stops the controllers and the control plane; the state stays in .local/.
 #
 # FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: the
 # tenant-controller's webhook, +1: the apps apiserver, +2: the Helm repository, +3: the
 # storage-controller's webhooks, +4: the LINSTOR test double, +5: the storage-controller's
-# kube-scheduler extender), so that a second demo (the e2e test's) can run beside yours.
+# kube-scheduler extender), so that a second demo (the e2e test's) can run beside yours. OVN's
+# databases listen on unix sockets in a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 state=${FLOTILLA_STATE:-$root/.local}
 mkdir -p "$state/bin" "$state/logs"
-services=(tenant-controller app-catalog-controller storage-controller)
+services=(tenant-controller app-catalog-controller storage-controller net-controller)
 base=${FLOTILLA_PORT_BASE:-19443}
 webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2)) linstor_port=$((base + 4)) extender_port=$((base + 5))
 # Each service with an admission webhook serves it on a port of its own.
@@ -31,6 +33,7 @@ declare -A service_flags=([storage-controller]="--linstor-endpoint=http://127.0.
 # The LINSTOR test double's satellites; the demo makes a Node of each.
 linstor_nodes=node-1=zone-a,node-2=zone-a,node-3=zone-b,node-4=zone-b
 cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1 # the Postgres chart's Cluster CRD
+kubeovn=github.com/kubeovn/kube-ovn@v1.16.2             # Kube-OVN's Subnet CRD, for the net-controller
 # kubectl's discovery cache of this control plane, so a previous one on the same port cannot
 # stand in for it.
 export KUBECACHEDIR=$state/kube-cache
@@ -79,6 +82,7 @@ up() {
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
+  crds+="$(go mod download -json "$kubeovn" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')/charts/kube-ovn-v2/crds,"
   hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
   if ! alive "$state/localcp.pid"; then
     say "starting the control plane (etcd, kube-apiserver, kube-controller-manager, Flux, a Helm repository)"
@@ -87,7 +91,7 @@ up() {
       --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port" \
       --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml" \
-      --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" \
+      --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --ovn \
       --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
@@ -97,6 +101,7 @@ up() {
   export KUBECONFIG=$state/kubeconfig
   # shellcheck disable=SC1091
   source "$state/webhook.env"
+  service_flags[net-controller]="--ovn-nb=$OVN_NB"
 
   stop "$state/linstor-double.pid"
   say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
@@ -142,7 +147,7 @@ up() {
 
   say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
   kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  for f in deploy/examples/*.yaml; do apply_retrying "$f" 60; done
+  for f in deploy/examples/tenants.yaml deploy/examples/*.yaml; do apply_retrying "$f" 60; done
   say "waiting for the tenants to be Ready"
   kubectl wait tenants.tenancy.flotilla.dev --all -A --for=condition=Ready --timeout=120s >/dev/null
 
@@ -231,6 +236,15 @@ YAML
     node=$(kubectl get -n tenant-beta pod "$p" -o jsonpath='{.spec.nodeName}')
     printf '  %s on %s in %s\n' "$p" "$node" "$(kubectl get node "$node" -o jsonpath='{.metadata.labels.topology\.kubernetes\.io/zone}')"
   done
+  echo
+
+  say "networking: tenant subnets on Kube-OVN, and acme's and beta's networks with one range, apart on OVN (deploy/examples/network.yaml)"
+  kubectl wait tenantsubnets --all --for=condition=Ready --timeout=60s >/dev/null
+  kubectl wait tenantnetworks --all -A --for=condition=Ready --timeout=60s >/dev/null
+  kubectl get subnets.kubeovn.io -o custom-columns=SUBNET:.metadata.name,NAMESPACE:.spec.namespaces[0],CIDR:.spec.cidrBlock
+  kubectl get tenantnetworks -A -o wide
+  echo "  OVN northbound (ovn-nbctl): a gateway router per network, NAT toward the platform"
+  LD_LIBRARY_PATH=$OVN_ROOT/usr/lib/x86_64-linux-gnu:$OVN_ROOT/lib/x86_64-linux-gnu "$OVN_ROOT/usr/bin/ovn-nbctl" --db="$OVN_NB" lr-list | sed 's/^/    /'
   echo
 
   say "the tenant tree"

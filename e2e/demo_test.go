@@ -71,6 +71,12 @@ func TestDemo(t *testing.T) {
 	if len(zones) != 2 {
 		t.Errorf("tenant beta's two pods are not shown in two zones (%v):\n%s", zones, out)
 	}
+	// Two tenants' networks with one range, each with a router of its own on OVN.
+	for _, want := range []string{"lr.tenant-acme/private", "lr.tenant-beta/private"} {
+		if strings.Count(out, want) < 2 { // in kubectl's table and in ovn-nbctl's router list
+			t.Errorf("demo output lacks the network router %s in the API and in OVN:\n%s", want, out)
+		}
+	}
 	if !strings.Contains(out, "pod/db condition met") {
 		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)
 	}

@@ -2,7 +2,8 @@
 // kube-apiserver (with its aggregator) and kube-controller-manager built by libs/builder, with
 // CRDs, webhooks and manifests installed; optionally the real Flux source-controller and
 // helm-controller, a loopback Helm repository of charts, and APIServices for aggregated servers
-// on local ports. It writes <dir>/kubeconfig and <dir>/webhook.env, and stops everything cleanly
+// on local ports; optionally a real OVN and the real kube-scheduler. It writes <dir>/kubeconfig and
+// <dir>/webhook.env (with OVN_NB), and stops everything cleanly
 // on SIGTERM or SIGINT. etcd's data stays in <dir>/etcd across runs. With --users it also writes
 // <dir>/users/<name>.kubeconfig for each example user: a client certificate the apiserver accepts,
 // with the group an OIDC provider would give (tenant-acme-admin, say), so that anyone can sit in a
@@ -47,13 +48,14 @@ func main() {
 	chartsPort := flag.Int("charts-port", 18080, "Port on 127.0.0.1 of the Helm repository.")
 	apiServices := flag.String("apiservices", "", "Comma-separated group/version=port: APIServices pointing at aggregated servers on 127.0.0.1.")
 	users := flag.String("users", "", "Comma-separated name=group: users to write a kubeconfig for (<dir>/users/<name>.kubeconfig).")
+	ovn := flag.Bool("ovn", false, "Run OVN (NB and SB ovsdb-server, ovn-northd; fetched into the cache by libs/builder/ovn.sh); its NB address goes into <dir>/webhook.env as OVN_NB.")
 	scheduler := flag.Bool("scheduler", false, "Run kube-scheduler (every node scored), Nodes being made by hand.")
 	extenders := flag.String("scheduler-extenders", "", "Comma-separated URLs of kube-scheduler extenders (filter, prioritize; ignorable), with --scheduler.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
 		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices),
-		users: split(*users), scheduler: *scheduler, extenders: split(*extenders)}
+		users: split(*users), scheduler: *scheduler, extenders: split(*extenders), ovn: *ovn}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
@@ -72,7 +74,7 @@ type options struct {
 	crds, webhooks, apply, moduleCRDs []string
 	charts, apiServices, users        []string
 	extenders                         []string
-	scheduler                         bool
+	scheduler, ovn                    bool
 	webhookPort, chartsPort           int
 	flux                              bool
 }
@@ -165,6 +167,14 @@ func run(o options) error {
 	}
 	w := env.WebhookInstallOptions
 	webhookEnv := fmt.Sprintf("WEBHOOK_PORT=%d\nWEBHOOK_CERT_DIR=%s\n", w.LocalServingPort, w.LocalServingCertDir)
+	if o.ovn {
+		nb, err := testenv.StartOVN("")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = nb.Stop() }()
+		webhookEnv += fmt.Sprintf("OVN_NB=%s\nOVN_ROOT=%s\n", nb.NB(), nb.Root)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "webhook.env"), []byte(webhookEnv), 0o600); err != nil {
 		return err
 	}
