@@ -64,9 +64,41 @@ stop() { # pidfile
 }
 
 down() {
-  for s in "${services[@]}" apps-apiserver linstor-double; do stop "$state/$s.pid"; done
+  for s in "${services[@]}" apps-apiserver linstor-double net-agent node-netns; do stop "$state/$s.pid"; done
   stop "$state/localcp.pid"
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
+}
+
+# node_agent: the net-controller's node agent for node-1, managing a network namespace of its own
+# (no real node runs here) that has a second interface, as a multi-NIC server would; it applies the
+# example RoutingPolicy there and reports in node-1's NodeRouting. Needs root (a veth into the
+# namespace) and iproute2; skipped otherwise.
+node_agent() {
+  if [[ $EUID -ne 0 ]] || ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; then
+    say "policy routing: skipped (the demo's node namespace needs root and iproute2)"
+    return
+  fi
+  say "policy routing: the node agent in node-1's network namespace (deploy/examples/network.yaml)"
+  stop "$state/net-agent.pid"
+  stop "$state/node-netns.pid"
+  setsid nohup unshare --net sleep infinity >/dev/null 2>&1 &
+  echo $! > "$state/node-netns.pid"
+  local netns=/proc/$(cat "$state/node-netns.pid")/ns/net
+  for _ in $(seq 50); do [[ -e $netns ]] && nsenter --net="$netns" true 2>/dev/null && break; sleep 0.1; done
+  local host_if=fl${base}h
+  ip link del "$host_if" 2>/dev/null || true
+  ip link add "$host_if" type veth peer name eth1 netns "$(cat "$state/node-netns.pid")"
+  ip link set "$host_if" up
+  nsenter --net="$netns" sh -c 'ip link set lo up && ip link set eth1 up && ip addr add 203.0.113.2/24 dev eth1'
+  setsid nohup "$state/bin/net-agent" --node-name=node-1 --netns="$netns" --metrics-bind-address=0 \
+    --health-probe-bind-address=127.0.0.1:0 --zap-devel > "$state/logs/net-agent.log" 2>&1 &
+  echo $! > "$state/net-agent.pid"
+  kubectl wait routingpolicies --all --for=condition=Ready --timeout=60s >/dev/null
+  kubectl get routingpolicies,noderoutings
+  echo "  ip rule; ip route show table 110 (in node-1's namespace):"
+  nsenter --net="$netns" ip rule | sed 's/^/    /'
+  nsenter --net="$netns" ip route show table 110 | sed 's/^/    /'
+  echo
 }
 
 up() {
@@ -79,6 +111,7 @@ up() {
   for s in "${services[@]}"; do go build -o "$state/bin/$s" "./services/$s/cmd"; done
   go build -o "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
   go build -o "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
+  go build -o "$state/bin/net-agent" ./services/net-controller/cmd/agent
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
@@ -247,6 +280,7 @@ YAML
   LD_LIBRARY_PATH=$OVN_ROOT/usr/lib/x86_64-linux-gnu:$OVN_ROOT/lib/x86_64-linux-gnu "$OVN_ROOT/usr/bin/ovn-nbctl" --db="$OVN_NB" lr-list | sed 's/^/    /'
   echo
 
+  node_agent
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     sort | awk -F'\t' 'BEGIN{printf "%-28s %-22s %-26s %s\n","TENANT","NAMESPACE","HOST","READY"}

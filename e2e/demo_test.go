@@ -77,6 +77,10 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks the network router %s in the API and in OVN:\n%s", want, out)
 		}
 	}
+	// The node agent's rule in node-1's namespace (the demo needs root for it).
+	if os.Geteuid() == 0 && !strings.Contains(out, "from 203.0.113.2 lookup 110 proto 241") {
+		t.Errorf("the node agent's policy rule is not shown:\n%s", out)
+	}
 	if !strings.Contains(out, "pod/db condition met") {
 		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)
 	}

@@ -151,20 +151,6 @@ func run(o options) error {
 			return err
 		}
 	}
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return err
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600); err != nil {
-		return err
-	}
-	if err := writeUserKubeconfigs(env, filepath.Join(dir, "users"), o.users); err != nil {
-		return err
-	}
 	w := env.WebhookInstallOptions
 	webhookEnv := fmt.Sprintf("WEBHOOK_PORT=%d\nWEBHOOK_CERT_DIR=%s\n", w.LocalServingPort, w.LocalServingCertDir)
 	if o.ovn {
@@ -176,6 +162,21 @@ func run(o options) error {
 		webhookEnv += fmt.Sprintf("OVN_NB=%s\nOVN_ROOT=%s\n", nb.NB(), nb.Root)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "webhook.env"), []byte(webhookEnv), 0o600); err != nil {
+		return err
+	}
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	if err := writeUserKubeconfigs(env, filepath.Join(dir, "users"), o.users); err != nil {
+		return err
+	}
+	// The kubeconfig last: `make demo` takes it as the sign that everything above is there.
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600); err != nil {
 		return err
 	}
 	fmt.Printf("control plane ready at %s; kubeconfig %s\n", env.Config.Host, filepath.Join(dir, "kubeconfig"))
