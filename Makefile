@@ -4,7 +4,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 # Modules in go.work, in dependency order. Each also builds alone with GOWORK=off.
-SERVICES := tenant-controller app-catalog-controller storage-controller
+SERVICES := tenant-controller app-catalog-controller storage-controller cluster-controller
 MODULES  := libs/apis libs/runtime libs/testenv $(foreach s,$(SERVICES),services/$(s)/api services/$(s)) e2e
 
 export FLOTILLA_CACHE ?= $(HOME)/.cache/flotilla
