@@ -164,14 +164,18 @@ type NodeGroup struct {
 	// +kubebuilder:validation:MaxProperties=16
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 253 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="spec.nodeGroups[].labels: keys must be qualified names"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.contains('kubernetes.io/') && !k.contains('k8s.io/'))",message="spec.nodeGroups[].labels: keys under kubernetes.io and k8s.io are reserved"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63 && self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$'))",message="spec.nodeGroups[].labels: values must be label values"
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 	// Taints of the group's nodes.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	Taints []Taint `json:"taints,omitempty"`
 }
+
+// LabelValue is the value of a node label.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`
+type LabelValue string
 
 // GPU is one device passed through to a node.
 type GPU struct {

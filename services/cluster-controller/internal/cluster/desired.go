@@ -197,7 +197,7 @@ func kubeadmConfigTemplate(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeG
 		slices.Sort(keys)
 		pairs := make([]string, 0, len(keys))
 		for _, k := range keys {
-			pairs = append(pairs, k+"="+g.Labels[k])
+			pairs = append(pairs, k+"="+string(g.Labels[k]))
 		}
 		args = append(args, bootstrapv1.Arg{Name: "node-labels", Value: ptr.To(strings.Join(pairs, ","))})
 	}
@@ -338,6 +338,9 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	pruneNulls(m)
+	// Status belongs to the providers (and apply ignores it on the main resource: keeping it would
+	// make a converged object look different from what is applied).
+	delete(m, "status")
 	return &unstructured.Unstructured{Object: m}, nil
 }
 

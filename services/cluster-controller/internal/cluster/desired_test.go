@@ -19,7 +19,7 @@ func makeCluster() *clusterapi.KubernetesCluster {
 			NodeGroups: []clusterapi.NodeGroup{
 				{Name: "default", MinReplicas: 1, MaxReplicas: 3, InstanceType: "medium"},
 				{Name: "gpu", MinReplicas: 0, MaxReplicas: 2, InstanceType: "large",
-					Labels: map[string]string{"b": "2", "a": "1"},
+					Labels: map[string]clusterapi.LabelValue{"b": "2", "a": "1"},
 					Taints: []clusterapi.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}}},
 			},
 		},
@@ -182,5 +182,13 @@ func TestNodeLabelsAndTaints(t *testing.T) {
 	taints := reg["taints"].([]any)
 	if len(taints) != 1 || taints[0].(map[string]any)["effect"] != "NoSchedule" {
 		t.Errorf("taints %v", taints)
+	}
+}
+
+func TestNoStatusIsApplied(t *testing.T) {
+	for key, o := range desired(t, Inputs{Cluster: makeCluster(), WorkerVersion: "v1.37.2"}) {
+		if _, ok := o.Object["status"]; ok {
+			t.Errorf("%s carries a status", key)
+		}
 	}
 }

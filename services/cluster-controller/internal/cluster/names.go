@@ -31,3 +31,6 @@ func templateName(name, group string, spec any) string {
 	sum := sha256.Sum256(b)
 	return name + "-" + group + "-" + hex.EncodeToString(sum[:])[:8]
 }
+
+// DataStoreName is the Kamaji DataStore of the etcd serving the tenant namespace etcdNamespace.
+func DataStoreName(etcdNamespace string) string { return "flotilla-" + etcdNamespace }
