@@ -4,10 +4,10 @@ go 1.26.8
 
 require (
 	github.com/flotilla-dev/flotilla/libs/apis v0.0.0
-	github.com/flotilla-dev/flotilla/libs/runtime v0.0.0-00010101000000-000000000000
+	github.com/flotilla-dev/flotilla/libs/runtime v0.0.0
 	github.com/flotilla-dev/flotilla/libs/testenv v0.0.0
 	github.com/flotilla-dev/flotilla/services/cluster-controller/api v0.0.0
-	github.com/flotilla-dev/flotilla/services/tenant-controller/api v0.0.0-00010101000000-000000000000
+	github.com/flotilla-dev/flotilla/services/tenant-controller/api v0.0.0
 	go.uber.org/zap v1.27.1
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.0
