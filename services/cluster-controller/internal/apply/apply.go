@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,7 +50,7 @@ func Apply(ctx context.Context, c client.Client, r client.Reader, desired *unstr
 		if !controlledBySame(live, desired) {
 			return false, fmt.Errorf("%s %s: %w", desired.GetKind(), key, ErrNotOwned)
 		}
-		if live.GetAnnotations()[AnnotationApplied] == sum && Contains(live.Object, desired.Object) {
+		if live.GetAnnotations()[AnnotationApplied] == sum && ContainsObject(live.Object, desired.Object) {
 			return false, nil
 		}
 	case !apierrors.IsNotFound(err):
@@ -83,6 +84,39 @@ func hash(u *unstructured.Unstructured) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16], nil
+}
+
+// ContainsObject is Contains for whole objects, where metadata.ownerReferences and
+// metadata.finalizers are sets other parties add to (Cluster API owns a MachineDeployment through
+// its Cluster too): each wanted item must be held by some live item.
+func ContainsObject(have, want map[string]any) bool {
+	wm, _ := want["metadata"].(map[string]any)
+	hm, _ := have["metadata"].(map[string]any)
+	rest := map[string]any{}
+	for k, v := range want {
+		if k != "metadata" {
+			rest[k] = v
+		}
+	}
+	if !Contains(have, rest) {
+		return false
+	}
+	plain := map[string]any{}
+	for k, v := range wm {
+		switch k {
+		case "ownerReferences", "finalizers":
+			items, _ := v.([]any)
+			haveItems, _ := hm[k].([]any)
+			for _, w := range items {
+				if !slices.ContainsFunc(haveItems, func(h any) bool { return Contains(h, w) }) {
+					return false
+				}
+			}
+		default:
+			plain[k] = v
+		}
+	}
+	return Contains(hm, plain)
 }
 
 // Contains reports whether have holds every value of want: maps may carry more keys (defaults,

@@ -23,3 +23,17 @@ func TestContains(t *testing.T) {
 		})
 	}
 }
+
+// Cluster API adds its own owner references (a Cluster owns its MachineDeployments) and
+// finalizers beside the controller's: an object is still converged.
+func TestContainsObjectWithOthersOwnerReferences(t *testing.T) {
+	ours := map[string]any{"uid": "u1", "kind": "KubernetesCluster", "controller": true}
+	theirs := map[string]any{"uid": "u2", "kind": "Cluster"}
+	live := map[string]any{"metadata": map[string]any{"ownerReferences": []any{theirs, ours}, "finalizers": []any{"capi"}}}
+	if !ContainsObject(live, map[string]any{"metadata": map[string]any{"ownerReferences": []any{ours}}}) {
+		t.Error("another owner's reference made a converged object look changed")
+	}
+	if ContainsObject(map[string]any{"metadata": map[string]any{"ownerReferences": []any{theirs}}}, map[string]any{"metadata": map[string]any{"ownerReferences": []any{ours}}}) {
+		t.Error("a missing owner reference went unnoticed")
+	}
+}

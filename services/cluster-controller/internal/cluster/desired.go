@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -181,8 +182,10 @@ func DataStoreSchema(kc *clusterapi.KubernetesCluster) string {
 	return kc.Namespace + "_" + kc.Name
 }
 
+// groupLabels select a node group's machines; they carry Cluster API's cluster-name label too, as
+// its defaulting webhook would add (the objects written here do not rely on that webhook).
 func groupLabels(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup) map[string]string {
-	return map[string]string{clusterapi.LabelCluster: kc.Name, clusterapi.LabelNodeGroup: g.Name}
+	return map[string]string{clusterapi.LabelCluster: kc.Name, clusterapi.LabelNodeGroup: g.Name, clusterv1.ClusterNameLabel: kc.Name}
 }
 
 func kubeadmConfigTemplate(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup) *bootstrapv1.KubeadmConfigTemplate {
@@ -290,7 +293,13 @@ func machineDeployment(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: kc.Name,
 			Replicas:    ptr.To(replicas),
-			Selector:    metav1.LabelSelector{MatchLabels: groupLabels(kc, g)},
+			// Replace a node by first adding its successor: capacity never drops during a rollout.
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
+			}},
+			Selector: metav1.LabelSelector{MatchLabels: groupLabels(kc, g)},
 			Template: clusterv1.MachineTemplateSpec{
 				ObjectMeta: clusterv1.ObjectMeta{Labels: groupLabels(kc, g)},
 				Spec: clusterv1.MachineSpec{

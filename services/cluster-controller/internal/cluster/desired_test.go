@@ -192,3 +192,16 @@ func TestNoStatusIsApplied(t *testing.T) {
 		}
 	}
 }
+
+// The MachineDeployment is complete without Cluster API's defaulting webhook: its controller
+// refuses an empty rollout strategy ("unexpected deployment strategy type").
+func TestMachineDeploymentNeedsNoDefaulting(t *testing.T) {
+	md := desired(t, Inputs{Cluster: makeCluster(), WorkerVersion: "v1.37.2"})["MachineDeployment/k8s-prod-default"]
+	if got := str(t, md, "spec", "rollout", "strategy", "type"); got != "RollingUpdate" {
+		t.Errorf("rollout strategy %q", got)
+	}
+	sel, _, _ := unstructured.NestedStringMap(md.Object, "spec", "selector", "matchLabels")
+	if sel["cluster.x-k8s.io/cluster-name"] != "k8s-prod" {
+		t.Errorf("selector %v lacks the cluster-name label", sel)
+	}
+}
