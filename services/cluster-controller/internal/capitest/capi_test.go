@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -125,5 +126,40 @@ func TestClusterAPIMakesTheMachines(t *testing.T) {
 			return false, err
 		}
 		return meta.IsStatusConditionTrue(got.Status.Conditions, clusterapi.InfrastructureReadyCondition), nil
+	})
+
+	t.Run("Cluster API's changes to the owned objects do not make the controller re-apply them", func(t *testing.T) {
+		// Cluster API has added its finalizers, owner references, labels and status by now; a
+		// reconcile of the cluster must find every owned object converged.
+		n, a := reconciles.Load(), applies.Load()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &clusterapi.KubernetesCluster{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(kc), got); err != nil {
+				return err
+			}
+			got.Annotations = map[string]string{"poke": "1"}
+			return k8s.Update(ctx, got)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a reconcile after the poke", func() (bool, error) { return reconciles.Load() > n, nil })
+		if got := applies.Load() - a; got != 0 {
+			t.Errorf("%d owned objects re-applied beside Cluster API", got)
+		}
+	})
+
+	t.Run("deletion goes through Cluster API's own teardown", func(t *testing.T) {
+		if err := k8s.Delete(ctx, kc); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the cluster gone", func() (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(kc), &clusterapi.KubernetesCluster{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		for _, gvk := range []schema.GroupVersionKind{machineGVK, machineSetGVK, cluster.MachineDeploymentGVK, cluster.ClusterGVK, cluster.KamajiControlPlaneGVK} {
+			if left := list(t, gvk, "acme", nil); len(left) > 0 {
+				t.Errorf("%s %s left behind", gvk.Kind, left[0].GetName())
+			}
+		}
 	})
 }

@@ -12,9 +12,12 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,10 +26,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
@@ -34,10 +39,16 @@ import (
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
 )
 
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 var (
-	env    *testenv.Env
-	k8s    client.Client
-	logDir string
+	// applies counts the controller's writes to owned objects; reconciles its finished reconciles.
+	applies, reconciles atomic.Int64
+	env                 *testenv.Env
+	k8s                 client.Client
+	logDir              string
 )
 
 const (
@@ -138,7 +149,17 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	// The controller's writes to the objects it applies (not to status) are recorded at its transport.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet && !strings.HasSuffix(req.URL.Path, "/status") && !strings.Contains(req.URL.Path, "/kubernetesclusters/") {
+				applies.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
@@ -147,7 +168,10 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), Options: cluster.DefaultOptions(), Retry: time.Second}
-	if err := r.SetupWithManager(mgr); err != nil {
+	if err := r.SetupWithManagerAs(mgr, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		defer reconciles.Add(1)
+		return r.Reconcile(ctx, req)
+	})); err != nil {
 		return 0, err
 	}
 	errc := make(chan error, 1)
