@@ -94,7 +94,7 @@ func TestClusterAPIMakesTheMachines(t *testing.T) {
 		return map[string]any{"ready": true, "initialization": map[string]any{"provisioned": true}}
 	})
 	// Kamaji's stand-in: the hosted control plane is up at an endpoint, running v1.37.2.
-	standIn(t, cluster.KamajiControlPlaneGVK, "acme", "prod", func(u *unstructured.Unstructured) {
+	standIn(t, cluster.KamajiControlPlaneGVK, "acme", cluster.ControlPlaneName("prod"), func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": "prod.acme.k8s.example", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
 	}, func(u *unstructured.Unstructured) map[string]any {
 		return map[string]any{"version": "v1.37.2", "ready": true, "replicas": int64(1), "readyReplicas": int64(1), "availableReplicas": int64(1), "upToDateReplicas": int64(1),

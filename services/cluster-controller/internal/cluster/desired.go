@@ -128,7 +128,7 @@ func cluster(kc *clusterapi.KubernetesCluster, o Options) *clusterv1.Cluster {
 				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{o.PodCIDR}},
 				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{o.ServiceCIDR}},
 			},
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: KamajiControlPlaneGVK.Group, Kind: KamajiControlPlaneGVK.Kind, Name: kc.Name},
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: KamajiControlPlaneGVK.Group, Kind: KamajiControlPlaneGVK.Kind, Name: ControlPlaneName(kc.Name)},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: KubevirtClusterGVK.Group, Kind: KubevirtClusterGVK.Kind, Name: kc.Name},
 		},
 	}
@@ -150,7 +150,7 @@ func kubevirtCluster(kc *clusterapi.KubernetesCluster) *capkv1.KubevirtCluster {
 func controlPlane(kc *clusterapi.KubernetesCluster, dataStore string, o Options) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetGroupVersionKind(KamajiControlPlaneGVK)
-	m := meta(kc, kc.Name, nil)
+	m := meta(kc, ControlPlaneName(kc.Name), nil)
 	u.SetName(m.Name)
 	u.SetNamespace(m.Namespace)
 	u.SetLabels(m.Labels)

@@ -151,7 +151,7 @@ func TestControlPlaneAndWorkerVersions(t *testing.T) {
 	kc := makeCluster()
 	kc.Spec.Version = "1.38"
 	objs := desired(t, Inputs{Cluster: kc, DataStore: "flotilla-acme", WorkerVersion: "v1.37.2"})
-	kcp := objs["KamajiControlPlane/k8s-prod"]
+	kcp := objs["KamajiControlPlane/k8s-prod-control-plane"]
 	if got := str(t, kcp, "spec", "version"); got != "v1.38.0" {
 		t.Errorf("control plane version %q", got)
 	}
@@ -203,5 +203,22 @@ func TestMachineDeploymentNeedsNoDefaulting(t *testing.T) {
 	sel, _, _ := unstructured.NestedStringMap(md.Object, "spec", "selector", "matchLabels")
 	if sel["cluster.x-k8s.io/cluster-name"] != "k8s-prod" {
 		t.Errorf("selector %v lacks the cluster-name label", sel)
+	}
+}
+
+// Kamaji writes <TenantControlPlane>-admin-kubeconfig, and names the TenantControlPlane after the
+// KamajiControlPlane: that Secret must not be the customer's (<name>-admin-kubeconfig, which the
+// starter catalog exposes to the tenant).
+func TestKamajiSecretsDoNotCollideWithTheCustomersKubeconfig(t *testing.T) {
+	kc := makeCluster()
+	kcp := ""
+	for key, o := range desired(t, Inputs{Cluster: kc, WorkerVersion: "v1.37.2"}) {
+		if o.GetKind() == "KamajiControlPlane" {
+			kcp = o.GetName()
+		}
+		_ = key
+	}
+	if kcp+"-admin-kubeconfig" == kc.KubeconfigSecretName() {
+		t.Errorf("Kamaji's admin kubeconfig %s-admin-kubeconfig is the customer's Secret", kcp)
 	}
 }

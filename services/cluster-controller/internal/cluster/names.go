@@ -34,3 +34,8 @@ func templateName(name, group string, spec any) string {
 
 // DataStoreName is the Kamaji DataStore of the etcd serving the tenant namespace etcdNamespace.
 func DataStoreName(etcdNamespace string) string { return "flotilla-" + etcdNamespace }
+
+// ControlPlaneName is the KamajiControlPlane of cluster name. Kamaji names the TenantControlPlane
+// after it and writes its own admin kubeconfig as <TenantControlPlane>-admin-kubeconfig: naming it
+// after the cluster would collide with the customer's kubeconfig Secret, <name>-admin-kubeconfig.
+func ControlPlaneName(name string) string { return name + "-control-plane" }

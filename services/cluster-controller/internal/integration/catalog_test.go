@@ -39,7 +39,7 @@ func TestCatalogChartRendersAWorkingCluster(t *testing.T) {
 	if err := k8s.Create(context.Background(), kc); err != nil {
 		t.Fatalf("the API refuses what the catalog chart renders: %v", err)
 	}
-	kcp := waitObject(t, cluster.KamajiControlPlaneGVK, ns, "k8s-prod", nil)
+	kcp := waitObject(t, cluster.KamajiControlPlaneGVK, ns, "k8s-prod-control-plane", nil)
 	if str(kcp, "spec", "dataStoreName") != "flotilla-catalog-etcd" {
 		t.Errorf("dataStoreName %q", str(kcp, "spec", "dataStoreName"))
 	}

@@ -26,13 +26,13 @@ func TestClusterBecomesOwnedObjectsAndReady(t *testing.T) {
 		Taints: []clusterapi.Taint{{Key: "gpu", Effect: "NoSchedule"}}}).obj())
 
 	c := waitObject(t, cluster.ClusterGVK, ns, "prod", nil)
-	if got := str(c, "spec", "controlPlaneRef", "kind") + "/" + str(c, "spec", "controlPlaneRef", "name"); got != "KamajiControlPlane/prod" {
+	if got := str(c, "spec", "controlPlaneRef", "kind") + "/" + str(c, "spec", "controlPlaneRef", "name"); got != "KamajiControlPlane/prod-control-plane" {
 		t.Errorf("controlPlaneRef %s", got)
 	}
 	if got := str(c, "spec", "infrastructureRef", "kind") + "/" + str(c, "spec", "infrastructureRef", "name"); got != "KubevirtCluster/prod" {
 		t.Errorf("infrastructureRef %s", got)
 	}
-	kcp := waitObject(t, cluster.KamajiControlPlaneGVK, ns, "prod", nil)
+	kcp := waitObject(t, cluster.KamajiControlPlaneGVK, ns, "prod-control-plane", nil)
 	if str(kcp, "spec", "dataStoreName") != "flotilla-acme-etcd" || str(kcp, "spec", "dataStoreSchema") != "acme_prod" || str(kcp, "spec", "version") != "v1.37.2" {
 		t.Errorf("KamajiControlPlane spec %v", kcp.Object["spec"])
 	}
@@ -170,7 +170,7 @@ func TestUpgradeRollsControlPlaneThenWorkers(t *testing.T) {
 	if err := update(t, ns, "up", func(kc *clusterapi.KubernetesCluster) { kc.Spec.Version = "1.38" }); err != nil {
 		t.Fatal(err)
 	}
-	waitObject(t, cluster.KamajiControlPlaneGVK, ns, "up", func(u *unstructured.Unstructured) bool { return str(u, "spec", "version") == "v1.38.0" })
+	waitObject(t, cluster.KamajiControlPlaneGVK, ns, "up-control-plane", func(u *unstructured.Unstructured) bool { return str(u, "spec", "version") == "v1.38.0" })
 	kc := condition(t, ns, "up", clusterapi.ControlPlaneReadyCondition, metav1.ConditionFalse, "")
 	if !strings.Contains(meta.FindStatusCondition(kc.Status.Conditions, clusterapi.ControlPlaneReadyCondition).Message, "has not been reported for generation") {
 		t.Errorf("ControlPlaneReady: %+v", meta.FindStatusCondition(kc.Status.Conditions, clusterapi.ControlPlaneReadyCondition))
@@ -209,7 +209,7 @@ func TestDeletionRemovesWorkersBeforeControlPlane(t *testing.T) {
 	if msg := meta.FindStatusCondition(kc.Status.Conditions, "Ready").Message; !strings.Contains(msg, "MachineDeployment/old-default") {
 		t.Errorf("Ready does not name what the deletion waits for: %q", msg)
 	}
-	for _, gvk := range []struct{ kind, name string }{{"KamajiControlPlane", "old"}, {"Cluster", "old"}} {
+	for _, gvk := range []struct{ kind, name string }{{"KamajiControlPlane", "old-control-plane"}, {"Cluster", "old"}} {
 		gv := cluster.KamajiControlPlaneGVK
 		if gvk.kind == "Cluster" {
 			gv = cluster.ClusterGVK
@@ -275,7 +275,7 @@ func TestDatastoreComesFromTheTenant(t *testing.T) {
 		t.Errorf("ControlPlaneReady does not name the field: %q", msg)
 	}
 	for _, n := range []string{"lonely", "thief"} {
-		if object(t, cluster.KamajiControlPlaneGVK, map[string]string{"lonely": ns, "thief": ns2}[n], n) != nil {
+		if object(t, cluster.KamajiControlPlaneGVK, map[string]string{"lonely": ns, "thief": ns2}[n], cluster.ControlPlaneName(n)) != nil {
 			t.Errorf("%s: a control plane was made without the tenant's etcd", n)
 		}
 	}

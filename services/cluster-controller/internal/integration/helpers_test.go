@@ -200,14 +200,15 @@ func (p providerStandIn) infrastructureReady(ns, name string) {
 
 // controlPlaneRunning: Kamaji's provider reports the hosted control plane at version, with its
 // endpoint in spec (the provider writes it there, and CAPI copies it into the Cluster).
-func (p providerStandIn) controlPlaneRunning(ns, name, version string) {
+func (p providerStandIn) controlPlaneRunning(ns, clusterName, version string) {
 	p.t.Helper()
+	name := cluster.ControlPlaneName(clusterName)
 	eventually(p.t, "endpoint of "+name, func() (bool, error) {
 		u := object(p.t, cluster.KamajiControlPlaneGVK, ns, name)
 		if u == nil {
 			return false, nil
 		}
-		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": name + "." + ns + ".k8s.example", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": clusterName + "." + ns + ".k8s.example", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
 		err := k8s.Update(context.Background(), u)
 		return err == nil, err
 	})

@@ -111,7 +111,7 @@ func (r *Reconciler) workerVersion(ctx context.Context, kc *clusterapi.Kubernete
 	if current == target || current == "" {
 		return target, nil
 	}
-	kcp, err := r.owned(ctx, kc, cluster.KamajiControlPlaneGVK, kc.Name)
+	kcp, err := r.owned(ctx, kc, cluster.KamajiControlPlaneGVK, cluster.ControlPlaneName(kc.Name))
 	if err != nil || kcp == nil {
 		return current, err
 	}

@@ -22,7 +22,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	kcp, err := r.owned(ctx, kc, cluster.KamajiControlPlaneGVK, kc.Name)
+	kcp, err := r.owned(ctx, kc, cluster.KamajiControlPlaneGVK, cluster.ControlPlaneName(kc.Name))
 	if err != nil {
 		return err
 	}
