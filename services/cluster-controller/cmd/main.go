@@ -50,11 +50,12 @@ func run(opts manager.Options, co cluster.Options) error {
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
 		// The owned kinds are read as unstructured: from the cache, like the typed ones.
 		o.Client.Cache = &client.CacheOptions{Unstructured: true}
+		o.Cache.ByObject = kubernetescluster.CacheByObject()
 	})
 	if err != nil {
 		return err
 	}
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), Options: co, Recorder: mgr.GetEventRecorder(opts.Name)}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: co, Recorder: mgr.GetEventRecorder(opts.Name)}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

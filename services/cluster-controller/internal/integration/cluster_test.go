@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,48 @@ func TestClusterBecomesOwnedObjectsAndReady(t *testing.T) {
 	}
 	if msg := meta.FindStatusCondition(kc.Status.Conditions, clusterapi.WorkersReadyCondition).Message; msg != "default 1/1 ready, gpu 0/0 ready" {
 		t.Errorf("WorkersReady says %q", msg)
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "prod-admin-kubeconfig"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	if string(secret.Data[kubernetescluster.KubeconfigKey]) != "kubeconfig of prod" || metav1.GetControllerOf(secret) == nil || metav1.GetControllerOf(secret).UID != kc.UID {
+		t.Errorf("the customer's kubeconfig Secret: %v, controller %v", secret.Data, metav1.GetControllerOf(secret))
+	}
+}
+
+// A <cluster>-kubeconfig Secret the control plane does not control (a tenant admin can create
+// Secrets in the namespace) is never handed out as the cluster's kubeconfig; a Secret of the
+// customer's kubeconfig name that the cluster did not create is left alone.
+func TestKubeconfigComesOnlyFromTheControlPlane(t *testing.T) {
+	ns := tenantNamespace(t, "kubeconfig", "kubeconfig")
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pk-kubeconfig",
+		Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "pk"}}, Data: map[string][]byte{"value": []byte("attacker's")}}
+	if err := k8s.Create(context.Background(), planted); err != nil {
+		t.Fatal(err)
+	}
+	create(t, makeCluster(ns, "pk").obj())
+	p := providerStandIn{t}
+	p.infrastructureReady(ns, "pk")
+	p.controlPlaneRunning(ns, "pk", "v1.37.2")
+	eventually(t, "ControlPlaneReady waiting for the admin kubeconfig", func() (bool, error) {
+		c := meta.FindStatusCondition(get(t, ns, "pk").Status.Conditions, clusterapi.ControlPlaneReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "admin kubeconfig"), nil
+	})
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "pk-admin-kubeconfig"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a customer kubeconfig was written from a planted Secret: %v", err)
+	}
+
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fk-admin-kubeconfig"}, Data: map[string][]byte{"kubeconfig": []byte("mine")}}
+	if err := k8s.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	create(t, makeCluster(ns, "fk").obj())
+	p.infrastructureReady(ns, "fk")
+	p.controlPlaneRunning(ns, "fk", "v1.37.2")
+	condition(t, ns, "fk", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.ConflictReason)
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(foreign), foreign); err != nil || string(foreign.Data["kubeconfig"]) != "mine" || len(foreign.OwnerReferences) > 0 {
+		t.Errorf("the foreign Secret was changed: %v %v", err, foreign)
 	}
 }
 

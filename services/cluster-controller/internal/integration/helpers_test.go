@@ -212,6 +212,16 @@ func (p providerStandIn) controlPlaneRunning(ns, clusterName, version string) {
 		err := k8s.Update(context.Background(), u)
 		return err == nil, err
 	})
+	// The provider's copy of the admin kubeconfig, Cluster API's <cluster>-kubeconfig, controlled
+	// by the KamajiControlPlane.
+	kcp := object(p.t, cluster.KamajiControlPlaneGVK, ns, name)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName + "-kubeconfig",
+		Labels:          map[string]string{"cluster.x-k8s.io/cluster-name": clusterName},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(kcp, cluster.KamajiControlPlaneGVK)}},
+		Data: map[string][]byte{"value": []byte("kubeconfig of " + clusterName)}}
+	if err := k8s.Create(context.Background(), secret); client.IgnoreAlreadyExists(err) != nil {
+		p.t.Fatal(err)
+	}
 	p.setStatus(cluster.KamajiControlPlaneGVK, ns, name, func(u *unstructured.Unstructured) map[string]any {
 		return map[string]any{"version": version, "ready": true, "replicas": int64(2), "readyReplicas": int64(2),
 			"initialization": map[string]any{"controlPlaneInitialized": true},

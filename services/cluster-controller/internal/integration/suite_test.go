@@ -19,6 +19,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -169,11 +170,12 @@ func run(m *testing.M) (int, error) {
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject()},
 	})
 	if err != nil {
 		return 0, err
 	}
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), Options: cluster.DefaultOptions(), Retry: time.Second}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: cluster.DefaultOptions(), Retry: time.Second}
 	if err := r.SetupWithManagerAs(mgr, counter.wrap(r)); err != nil {
 		return 0, err
 	}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,8 +57,11 @@ var Owned = []schema.GroupVersionKind{
 // Reconciler reconciles KubernetesClusters into Cluster API objects.
 type Reconciler struct {
 	client.Client
-	Options  cluster.Options
-	Recorder recorder.EventRecorder
+	// APIReader reads past the cache: whether a Secret of the customer's kubeconfig name exists
+	// that the cache (limited to cluster Secrets) does not hold.
+	APIReader client.Reader
+	Options   cluster.Options
+	Recorder  recorder.EventRecorder
 	// Retry is how long a deletion waiting for owned objects waits before looking again, should
 	// no watch event come first.
 	Retry time.Duration
@@ -68,6 +72,8 @@ type scope struct {
 	kc        *clusterapi.KubernetesCluster
 	stall     *conditions.Stall
 	dataStore string
+	// kubeconfig: the customer's kubeconfig Secret holds the control plane's admin kubeconfig.
+	kubeconfig bool
 }
 
 // Reconcile brings one KubernetesCluster to its desired state and writes its status once, at the end.
@@ -107,6 +113,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	for _, phase := range []func(context.Context, *scope) error{
 		r.reconcileDatastore,
 		r.reconcileObjects,
+		r.reconcileKubeconfig,
 		r.reconcileStatus,
 	} {
 		if err := phase(ctx, s); err != nil || s.stall != nil {
@@ -146,6 +153,13 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 		u.SetGroupVersionKind(gvk)
 		b = b.Owns(u)
 	}
+	// The provider's kubeconfig Secret is named after the cluster, and controlled by its control plane.
+	b = b.Owns(&corev1.Secret{}).Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()["cluster.x-k8s.io/cluster-name"]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
+	}))
 	// A namespace's etcd label decides the datastore: a change reconciles the namespace's clusters.
 	b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list clusterapi.KubernetesClusterList

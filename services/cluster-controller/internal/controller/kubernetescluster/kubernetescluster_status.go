@@ -17,7 +17,6 @@ import (
 // when the report is about the object's current generation.
 func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 	kc := s.kc
-	kc.Status.KubeconfigSecretName = kc.KubeconfigSecretName()
 	capiCluster, err := r.owned(ctx, kc, cluster.ClusterGVK, kc.Name)
 	if err != nil {
 		return err
@@ -31,7 +30,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 		return err
 	}
 	setInfrastructureReady(kc, capiCluster)
-	setControlPlaneReady(kc, kcp)
+	setControlPlaneReady(kc, kcp, s.kubeconfig)
 	setWorkersReady(kc, mds)
 	return nil
 }
@@ -49,7 +48,7 @@ func setInfrastructureReady(kc *clusterapi.KubernetesCluster, c *unstructured.Un
 
 // setControlPlaneReady mirrors the KamajiControlPlane's Available condition, and requires it to
 // run the version asked for; the endpoint and version come from it too.
-func setControlPlaneReady(kc *clusterapi.KubernetesCluster, kcp *unstructured.Unstructured) {
+func setControlPlaneReady(kc *clusterapi.KubernetesCluster, kcp *unstructured.Unstructured, kubeconfig bool) {
 	if kcp != nil {
 		if host, _, _ := unstructured.NestedString(kcp.Object, "spec", "controlPlaneEndpoint", "host"); host != "" {
 			port, _, _ := unstructured.NestedInt64(kcp.Object, "spec", "controlPlaneEndpoint", "port")
@@ -65,6 +64,9 @@ func setControlPlaneReady(kc *clusterapi.KubernetesCluster, kcp *unstructured.Un
 		if kc.Status.Version != want {
 			ok, msg = false, fmt.Sprintf("upgrading from %s to %s", kc.Status.Version, want)
 		}
+	}
+	if ok && !kubeconfig {
+		ok, msg = false, "waiting for the control plane's admin kubeconfig (Secret "+kc.Name+"-kubeconfig)"
 	}
 	if ok {
 		conditions.MarkTrue(kc, clusterapi.ControlPlaneReadyCondition, clusterapi.ReconciledReason, "The control plane is available at "+kc.Status.Endpoint)
