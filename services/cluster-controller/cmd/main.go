@@ -25,6 +25,7 @@ func main() {
 	flag.StringVar(&co.NodeImage, "node-image", co.NodeImage, "Container-disk image of the worker nodes' root disk, without tag (the tag is the Kubernetes release).")
 	flag.StringVar(&co.PodCIDR, "pod-cidr", co.PodCIDR, "Pod network of the customers' clusters.")
 	flag.StringVar(&co.ServiceCIDR, "service-cidr", co.ServiceCIDR, "Service network of the customers' clusters.")
+	concurrency := flag.Int("concurrency", 4, "How many KubernetesClusters are reconciled at once.")
 	releases := flag.String("releases", "1.37=v1.37.2", "The release run for each minor version, as minor=release pairs separated by commas.")
 	flag.Parse()
 	co.PatchVersions = map[string]string{}
@@ -33,13 +34,13 @@ func main() {
 			co.PatchVersions[minor] = release
 		}
 	}
-	if err := run(opts, co); err != nil {
+	if err := run(opts, co, *concurrency); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Cluster controller failed")
 		os.Exit(1)
 	}
 }
 
-func run(opts manager.Options, co cluster.Options) error {
+func run(opts manager.Options, co cluster.Options, concurrency int) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -55,7 +56,7 @@ func run(opts manager.Options, co cluster.Options) error {
 	if err != nil {
 		return err
 	}
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: co, Recorder: mgr.GetEventRecorder(opts.Name)}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: co, Concurrency: concurrency, Recorder: mgr.GetEventRecorder(opts.Name)}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

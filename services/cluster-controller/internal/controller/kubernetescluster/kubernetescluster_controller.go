@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -65,6 +66,8 @@ type Reconciler struct {
 	// Retry is how long a deletion waiting for owned objects waits before looking again, should
 	// no watch event come first.
 	Retry time.Duration
+	// Concurrency is how many clusters are reconciled at once (default 4).
+	Concurrency int
 }
 
 // scope carries what one reconcile learned about a cluster.
@@ -172,5 +175,8 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 		}
 		return reqs
 	}), builder.WithPredicates(predicate.LabelChangedPredicate{}))
-	return b.Named("kubernetescluster").Complete(rec)
+	if r.Concurrency == 0 {
+		r.Concurrency = 4
+	}
+	return b.Named("kubernetescluster").WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(rec)
 }
