@@ -27,6 +27,8 @@ const (
 	ConflictReason = "NotOwned"
 	// NoDatastoreReason: no etcd serves the cluster's tenant namespace.
 	NoDatastoreReason = "NoDatastore"
+	// UnknownReferenceReason: the spec names something that does not exist (a StorageClass).
+	UnknownReferenceReason = "UnknownReference"
 	// DeletingReason: the cluster is being torn down; the message names what it waits for.
 	DeletingReason = "Deleting"
 )

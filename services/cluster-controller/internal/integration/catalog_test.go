@@ -19,6 +19,7 @@ import (
 // ApplicationDefinition and CRD stay in step.
 func TestCatalogChartRendersAWorkingCluster(t *testing.T) {
 	ns := tenantNamespace(t, "catalog", "catalog-etcd")
+	storageClass(t, "replicated")
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)

@@ -323,3 +323,22 @@ func TestDatastoreComesFromTheTenant(t *testing.T) {
 		}
 	}
 }
+
+// A node group naming a StorageClass that does not exist stalls the cluster naming the field, and
+// nothing is made; once the class exists, the cluster proceeds.
+func TestUnknownStorageClassStallsUntilItExists(t *testing.T) {
+	ns := tenantNamespace(t, "storage", "storage")
+	kc := makeCluster(ns, "disks").obj()
+	kc.Spec.NodeGroups[0].StorageClass = "fast-nvme"
+	create(t, kc)
+	kc = condition(t, ns, "disks", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.UnknownReferenceReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, fmeta.StalledCondition).Message; !strings.Contains(msg, "spec.nodeGroups[default].storageClass") {
+		t.Errorf("Stalled does not name the field: %q", msg)
+	}
+	if object(t, cluster.ClusterGVK, ns, "disks") != nil {
+		t.Error("objects were made for a node group whose storage does not exist")
+	}
+	storageClass(t, "fast-nvme")
+	waitObject(t, cluster.MachineDeploymentGVK, ns, "disks-default", nil)
+	condition(t, ns, "disks", clusterapi.WorkersReadyCondition, metav1.ConditionFalse, clusterapi.ProgressingReason)
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,15 @@ func tenantNamespace(t *testing.T, name, etcd string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// storageClass makes a StorageClass of name (if missing).
+func storageClass(t *testing.T, name string) {
+	t.Helper()
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "linstor.csi.linbit.com"}
+	if err := k8s.Create(context.Background(), sc); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
 }
 
 // kubernetesCluster is what the starter catalog's chart renders, with two node groups.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,6 +34,7 @@ import (
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtclusters;kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Finalizer holds a KubernetesCluster until its workers and control plane are gone.
@@ -115,6 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	for _, phase := range []func(context.Context, *scope) error{
 		r.reconcileDatastore,
+		r.reconcileReferences,
 		r.reconcileObjects,
 		r.reconcileKubeconfig,
 		r.reconcileStatus,
@@ -163,6 +167,23 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 		}
 		return nil
 	}))
+	// A StorageClass that appears (or goes) may be what a cluster waits for.
+	b = b.Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list clusterapi.KubernetesClusterList
+		if err := r.List(ctx, &list); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range list.Items {
+			for _, g := range list.Items[i].Spec.NodeGroups {
+				if g.StorageClass == o.GetName() {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+					break
+				}
+			}
+		}
+		return reqs
+	}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
 	// A namespace's etcd label decides the datastore: a change reconciles the namespace's clusters.
 	b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list clusterapi.KubernetesClusterList

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +43,28 @@ func (r *Reconciler) reconcileDatastore(ctx context.Context, s *scope) error {
 		return nil
 	}
 	s.dataStore = cluster.DataStoreName(etcd)
+	return nil
+}
+
+// reconcileReferences checks what the spec names in the management cluster: a node group's
+// StorageClass must exist, or its nodes' disks would wait forever for a class nobody provides.
+func (r *Reconciler) reconcileReferences(ctx context.Context, s *scope) error {
+	kc := s.kc
+	for _, g := range kc.Spec.NodeGroups {
+		if g.StorageClass == "" {
+			continue
+		}
+		err := r.Get(ctx, types.NamespacedName{Name: g.StorageClass}, &storagev1.StorageClass{})
+		if apierrors.IsNotFound(err) {
+			msg := fmt.Sprintf("spec.nodeGroups[%s].storageClass: no StorageClass %q exists", g.Name, g.StorageClass)
+			conditions.MarkFalse(kc, clusterapi.WorkersReadyCondition, clusterapi.UnknownReferenceReason, msg)
+			s.stall = &conditions.Stall{Reason: clusterapi.UnknownReferenceReason, Message: msg}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
