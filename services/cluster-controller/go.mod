@@ -98,3 +98,8 @@ replace (
 	github.com/flotilla-dev/flotilla/services/cluster-controller/api => ./api
 	github.com/flotilla-dev/flotilla/services/tenant-controller/api => ../tenant-controller/api
 )
+
+// sigs.k8s.io/cluster-api v1.13.6 requires tablewriter v1.0.9 (for clusterctl, which this module
+// does not build); in the workspace that would replace the v0.0.5 that the tenant-controller's
+// tests need (github.com/mattfenwick/cyclonus). Nothing here imports tablewriter.
+replace github.com/olekukonko/tablewriter => github.com/olekukonko/tablewriter v0.0.5
