@@ -1,0 +1,43 @@
+package v1alpha1
+
+// Domain condition types of a KubernetesCluster, in the order Ready summarises them.
+const (
+	// InfrastructureReadyCondition: the CAPI Cluster and the KubevirtCluster exist and the
+	// infrastructure provider reports the cluster's infrastructure ready.
+	InfrastructureReadyCondition = "InfrastructureReady"
+	// ControlPlaneReadyCondition: the hosted control plane (KamajiControlPlane) reports ready and
+	// has an endpoint.
+	ControlPlaneReadyCondition = "ControlPlaneReady"
+	// WorkersReadyCondition: every node group has its desired number of ready machines; the
+	// message counts ready/desired per group.
+	WorkersReadyCondition = "WorkersReady"
+)
+
+// Reasons used in KubernetesCluster conditions.
+const (
+	ReconciledReason = "Reconciled"
+	// WaitingReason: an owned object has not yet reported on the current generation.
+	WaitingReason = "Waiting"
+	// ProgressingReason: an owned object reports its current generation, and is not ready yet.
+	ProgressingReason = "Progressing"
+	// ApplyFailedReason: writing an owned object failed.
+	ApplyFailedReason = "ApplyFailed"
+	// ConflictReason: an object of a name the cluster needs exists and was not created for it; it
+	// is left alone.
+	ConflictReason = "NotOwned"
+	// NoDatastoreReason: no etcd serves the cluster's tenant namespace.
+	NoDatastoreReason = "NoDatastore"
+	// UnknownReferenceReason: the spec names something that does not exist (a StorageClass).
+	UnknownReferenceReason = "UnknownReference"
+	// DeletingReason: the cluster is being torn down; the message names what it waits for.
+	DeletingReason = "Deleting"
+)
+
+// Labels and annotations of what the cluster-controller writes.
+const (
+	// LabelCluster marks every object the cluster-controller created for a KubernetesCluster,
+	// with the cluster's name. Objects without it are never changed or deleted.
+	LabelCluster = "cluster.flotilla.dev/cluster"
+	// LabelNodeGroup marks the objects of one node group, with the group's name.
+	LabelNodeGroup = "cluster.flotilla.dev/node-group"
+)

@@ -1,0 +1,64 @@
+// Command cluster-controller turns cluster.flotilla.dev KubernetesClusters into managed Kubernetes
+// clusters: Cluster API objects for a Kamaji-hosted control plane and KubeVirt worker nodes.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
+)
+
+func main() {
+	opts := manager.Options{Name: "cluster-controller"}
+	opts.BindFlags(flag.CommandLine)
+	co := cluster.DefaultOptions()
+	flag.StringVar(&co.NodeImage, "node-image", co.NodeImage, "Container-disk image of the worker nodes' root disk, without tag (the tag is the Kubernetes release).")
+	flag.StringVar(&co.PodCIDR, "pod-cidr", co.PodCIDR, "Pod network of the customers' clusters.")
+	flag.StringVar(&co.ServiceCIDR, "service-cidr", co.ServiceCIDR, "Service network of the customers' clusters.")
+	concurrency := flag.Int("concurrency", 4, "How many KubernetesClusters are reconciled at once.")
+	releases := flag.String("releases", "1.37=v1.37.2", "The release run for each minor version, as minor=release pairs separated by commas.")
+	flag.Parse()
+	co.PatchVersions = map[string]string{}
+	for _, pair := range strings.Split(*releases, ",") {
+		if minor, release, ok := strings.Cut(strings.TrimSpace(pair), "="); ok {
+			co.PatchVersions[minor] = release
+		}
+	}
+	if err := run(opts, co, *concurrency); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "Cluster controller failed")
+		os.Exit(1)
+	}
+}
+
+func run(opts manager.Options, co cluster.Options, concurrency int) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := clusterapi.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
+		// The owned kinds are read as unstructured: from the cache, like the typed ones.
+		o.Client.Cache = &client.CacheOptions{Unstructured: true}
+		o.Cache.ByObject = kubernetescluster.CacheByObject()
+	})
+	if err != nil {
+		return err
+	}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: co, Concurrency: concurrency, Recorder: mgr.GetEventRecorder(opts.Name)}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

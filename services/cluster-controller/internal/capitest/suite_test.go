@@ -1,0 +1,242 @@
+package capitest_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/libs/testenv"
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
+)
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+var (
+	// applies counts the controller's writes to owned objects; reconciles its finished reconciles.
+	applies, reconciles atomic.Int64
+	env                 *testenv.Env
+	k8s                 client.Client
+	logDir              string
+)
+
+const (
+	capiModule = "sigs.k8s.io/cluster-api@v1.13.6"
+	capkModule = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2"
+)
+
+// contractLabels are the Cluster API contract labels the providers' kustomizations add.
+var contractLabels = map[string]map[string]string{
+	"kubevirtclusters.infrastructure.cluster.x-k8s.io":         {"cluster.x-k8s.io/v1beta1": "v1alpha1"},
+	"kubevirtmachines.infrastructure.cluster.x-k8s.io":         {"cluster.x-k8s.io/v1beta1": "v1alpha1"},
+	"kubevirtmachinetemplates.infrastructure.cluster.x-k8s.io": {"cluster.x-k8s.io/v1beta1": "v1alpha1"},
+	"kamajicontrolplanes.controlplane.cluster.x-k8s.io":        {"cluster.x-k8s.io/v1beta2": "v1alpha2"},
+	"kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io":        {"cluster.x-k8s.io/v1beta2": "v1beta2"},
+	"kubeadmconfigs.bootstrap.cluster.x-k8s.io":                {"cluster.x-k8s.io/v1beta2": "v1beta2"},
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	level := zapcore.ErrorLevel
+	if testing.Verbose() {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	bin, err := testenv.BinDir()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := os.Stat(filepath.Join(bin, "cluster-api-manager")); err != nil {
+		return 0, fmt.Errorf("the Cluster API manager is not built (run make tools): %w", err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = clusterapi.AddToScheme(scheme)
+	_ = apiextensionsv1.AddToScheme(scheme)
+	dirs, err := testenv.ModuleCRDDirs(capiModule, capkModule)
+	if err != nil {
+		return 0, err
+	}
+	kubeadm := filepath.Join(dirs[0], "..", "..", "..", "bootstrap", "kubeadm", "config", "crd", "bases")
+	chart := filepath.Join("..", "..", "..", "..", "deploy", "charts", "cluster-controller", "crds")
+	kamaji := filepath.Join("..", "..", "test", "crds", "kamaji")
+	env, err = testenv.Start(testenv.Options{CRDDirs: append(dirs, kubeadm, kamaji, chart), Scheme: scheme, ControllerManager: true})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = env.Stop() }()
+	k8s = env.Client
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for name, labels := range contractLabels {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+			return 0, err
+		}
+		p := client.MergeFrom(crd.DeepCopy())
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		for k, v := range labels {
+			crd.Labels[k] = v
+		}
+		if err := k8s.Patch(ctx, crd, p); err != nil {
+			return 0, err
+		}
+	}
+
+	if logDir, err = os.MkdirTemp("", "capi-test-"); err != nil {
+		return 0, err
+	}
+	defer func() {
+		if os.Getenv("KEEP_LOGS") == "" {
+			_ = os.RemoveAll(logDir)
+		}
+	}()
+	certs := filepath.Join(logDir, "certs")
+	if err := selfSigned(certs); err != nil {
+		return 0, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return 0, err
+	}
+	// No webhook configuration points at the manager's webhooks (the objects the cluster-controller
+	// writes are complete); its server still needs a certificate to start.
+	if err := env.StartProcess("cluster-api-manager", logDir, nil,
+		"--webhook-port="+strconv.Itoa(ports[0]), "--webhook-cert-dir="+certs,
+		"--health-addr=127.0.0.1:"+strconv.Itoa(ports[1]), "--diagnostics-address=0", "--insecure-diagnostics=true"); err != nil {
+		return 0, err
+	}
+
+	// The controller's writes to the objects it applies (not to status) are recorded at its transport.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet && !strings.HasSuffix(req.URL.Path, "/status") && !strings.Contains(req.URL.Path, "/kubernetesclusters/") {
+				applies.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Client:  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject()},
+	})
+	if err != nil {
+		return 0, err
+	}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: cluster.DefaultOptions(), Retry: time.Second}
+	if err := r.SetupWithManagerAs(mgr, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		defer reconciles.Add(1)
+		return r.Reconcile(ctx, req)
+	})); err != nil {
+		return 0, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- mgr.Start(ctx) }()
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "logs in", logDir)
+		if log, err := os.ReadFile(filepath.Join(logDir, "cluster-api-manager.log")); err == nil {
+			fmt.Fprintf(os.Stderr, "--- cluster-api-manager log (last 8 KiB):\n%s\n", tail(log, 8192))
+		}
+	}
+	cancel()
+	return code, <-errc
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// selfSigned writes tls.crt and tls.key for 127.0.0.1 into dir.
+func selfSigned(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "capi-webhook"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+}

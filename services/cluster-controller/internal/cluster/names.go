@@ -1,0 +1,41 @@
+package cluster
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The kinds a KubernetesCluster owns, by group, version and kind.
+var (
+	ClusterGVK               = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"}
+	MachineDeploymentGVK     = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"}
+	MachineHealthCheckGVK    = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineHealthCheck"}
+	KubeadmConfigTemplateGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
+	KubevirtClusterGVK       = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtCluster"}
+	KubevirtMachineTmplGVK   = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtMachineTemplate"}
+	// KamajiControlPlaneGVK is the control-plane provider's kind (clastix/cluster-api-control-plane-provider-kamaji
+	// v0.20.0, whose CRD is kept in test/crds/kamaji); written unstructured, its Go module is not served.
+	KamajiControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1alpha2", Kind: "KamajiControlPlane"}
+)
+
+// MachineDeploymentName is the MachineDeployment of node group group of cluster name.
+func MachineDeploymentName(name, group string) string { return name + "-" + group }
+
+// templateName names a template after its content: Cluster API templates are not changed in
+// place; a changed template is a new one, and the MachineDeployment rolls to it.
+func templateName(name, group string, spec any) string {
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return name + "-" + group + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// DataStoreName is the Kamaji DataStore of the etcd serving the tenant namespace etcdNamespace.
+func DataStoreName(etcdNamespace string) string { return "flotilla-" + etcdNamespace }
+
+// ControlPlaneName is the KamajiControlPlane of cluster name. Kamaji names the TenantControlPlane
+// after it and writes its own admin kubeconfig as <TenantControlPlane>-admin-kubeconfig: naming it
+// after the cluster would collide with the customer's kubeconfig Secret, <name>-admin-kubeconfig.
+func ControlPlaneName(name string) string { return name + "-control-plane" }

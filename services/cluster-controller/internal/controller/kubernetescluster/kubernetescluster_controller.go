@@ -1,0 +1,203 @@
+package kubernetescluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+)
+
+// +kubebuilder:rbac:groups=cluster.flotilla.dev,resources=kubernetesclusters,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=cluster.flotilla.dev,resources=kubernetesclusters/status;kubernetesclusters/finalizers,verbs=get;patch;update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machinedeployments;machinehealthchecks,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigtemplates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtclusters;kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Finalizer holds a KubernetesCluster until its workers and control plane are gone.
+const Finalizer = "cluster.flotilla.dev/cluster"
+
+// FieldOwner is the one field manager of everything the controller applies.
+const FieldOwner = "cluster-controller"
+
+// domainConditions are summarised into Ready, in this order.
+var domainConditions = []string{
+	clusterapi.InfrastructureReadyCondition,
+	clusterapi.ControlPlaneReadyCondition,
+	clusterapi.WorkersReadyCondition,
+}
+
+// Owned are the kinds a KubernetesCluster owns, watched so that a change of theirs (a status, a
+// deletion) reconciles the cluster.
+var Owned = []schema.GroupVersionKind{
+	cluster.ClusterGVK, cluster.KubevirtClusterGVK, cluster.KamajiControlPlaneGVK,
+	cluster.KubeadmConfigTemplateGVK, cluster.KubevirtMachineTmplGVK,
+	cluster.MachineDeploymentGVK, cluster.MachineHealthCheckGVK,
+}
+
+// Reconciler reconciles KubernetesClusters into Cluster API objects.
+type Reconciler struct {
+	client.Client
+	// APIReader reads past the cache: whether a Secret of the customer's kubeconfig name exists
+	// that the cache (limited to cluster Secrets) does not hold.
+	APIReader client.Reader
+	Options   cluster.Options
+	Recorder  recorder.EventRecorder
+	// Retry is how long a deletion waiting for owned objects waits before looking again, should
+	// no watch event come first.
+	Retry time.Duration
+	// Concurrency is how many clusters are reconciled at once (default 4).
+	Concurrency int
+}
+
+// scope carries what one reconcile learned about a cluster.
+type scope struct {
+	kc        *clusterapi.KubernetesCluster
+	stall     *conditions.Stall
+	dataStore string
+	// kubeconfig: the customer's kubeconfig Secret holds the control plane's admin kubeconfig.
+	kubeconfig bool
+}
+
+// Reconcile brings one KubernetesCluster to its desired state and writes its status once, at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	kc := &clusterapi.KubernetesCluster{}
+	if err := r.Get(ctx, req.NamespacedName, kc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &scope{kc: kc}
+	helper := patch.NewHelper(kc)
+	defer func() {
+		if !kc.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(kc, Finalizer) {
+			return // gone once the finalizer is removed
+		}
+		if kc.DeletionTimestamp.IsZero() {
+			conditions.Summarize(kc, domainConditions, s.stall)
+		}
+		_, err := helper.Status(ctx, r.Client, kc)
+		retErr = errors.Join(retErr, client.IgnoreNotFound(err))
+		if after := conditions.ReadyFlipped(helper.Before().(*clusterapi.KubernetesCluster), kc); after != nil {
+			r.event(kc, after.Status == "True", after.Reason, after.Message)
+		}
+	}()
+	if !kc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
+		if err := patch.AddFinalizer(ctx, r.Client, kc, Finalizer); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the phases in order; a stall or an error stops the rest.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
+	for _, phase := range []func(context.Context, *scope) error{
+		r.reconcileDatastore,
+		r.reconcileReferences,
+		r.reconcileObjects,
+		r.reconcileKubeconfig,
+		r.reconcileStatus,
+	} {
+		if err := phase(ctx, s); err != nil || s.stall != nil {
+			if s.stall != nil {
+				return reconcile.TerminalError(errors.New(s.stall.Message))
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) event(kc *clusterapi.KubernetesCluster, ready bool, reason, msg string) {
+	if r.Recorder == nil {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if !ready {
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(kc, nil, kind, reason, "Reconcile", "%s", msg)
+}
+
+// SetupWithManager watches KubernetesClusters and every kind they own.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error { return r.SetupWithManagerAs(mgr, r) }
+
+// SetupWithManagerAs is SetupWithManager with rec reconciling in r's place: rec wraps r (the tests
+// count reconciles with it).
+func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconciler) error {
+	if r.Retry == 0 {
+		r.Retry = 30 * time.Second
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&clusterapi.KubernetesCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+	for _, gvk := range Owned {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		b = b.Owns(u)
+	}
+	// The provider's kubeconfig Secret is named after the cluster, and controlled by its control plane.
+	b = b.Owns(&corev1.Secret{}).Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()["cluster.x-k8s.io/cluster-name"]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
+	}))
+	// A StorageClass that appears (or goes) may be what a cluster waits for.
+	b = b.Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list clusterapi.KubernetesClusterList
+		if err := r.List(ctx, &list); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range list.Items {
+			for _, g := range list.Items[i].Spec.NodeGroups {
+				if g.StorageClass == o.GetName() {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+					break
+				}
+			}
+		}
+		return reqs
+	}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
+	// A namespace's etcd label decides the datastore: a change reconciles the namespace's clusters.
+	b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list clusterapi.KubernetesClusterList
+		if err := r.List(ctx, &list, client.InNamespace(o.GetName())); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	}), builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	if r.Concurrency == 0 {
+		r.Concurrency = 4
+	}
+	return b.Named("kubernetescluster").WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(rec)
+}

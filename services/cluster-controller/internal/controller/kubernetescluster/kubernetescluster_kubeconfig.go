@@ -1,0 +1,79 @@
+package kubernetescluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+)
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
+
+// KubeconfigKey is the key of the customer's kubeconfig Secret holding the kubeconfig.
+const KubeconfigKey = "kubeconfig"
+
+// reconcileKubeconfig copies the admin kubeconfig the control-plane provider wrote (Cluster API's
+// <cluster>-kubeconfig Secret, key "value") into the customer's Secret. The source counts only if
+// the cluster's KamajiControlPlane controls it: a Secret of that name planted by someone else is
+// ignored. A Secret of the customer's name that the cluster does not control is left alone.
+func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
+	kc := s.kc
+	kcp, err := r.owned(ctx, kc, cluster.KamajiControlPlaneGVK, cluster.ControlPlaneName(kc.Name))
+	if err != nil || kcp == nil {
+		return err
+	}
+	src := &corev1.Secret{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name + "-kubeconfig"}, src); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ref := metav1.GetControllerOf(src); ref == nil || ref.UID != kcp.GetUID() || len(src.Data["value"]) == 0 {
+		return nil
+	}
+	name := kc.KubeconfigSecretName()
+	dst := &corev1.Secret{}
+	switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: name}, dst); {
+	case err == nil:
+		if ref := metav1.GetControllerOf(dst); ref == nil || ref.UID != kc.UID {
+			msg := fmt.Sprintf("Secret %s exists and was not created by this cluster: it is left alone; delete it or name another in spec.kubeconfigSecretRef", name)
+			conditions.MarkFalse(kc, clusterapi.ControlPlaneReadyCondition, clusterapi.ConflictReason, msg)
+			s.stall = &conditions.Stall{Reason: clusterapi.ConflictReason, Message: msg}
+			return nil
+		}
+	case client.IgnoreNotFound(err) != nil:
+		return err
+	}
+	desired := corev1ac.Secret(name, kc.Namespace).
+		WithLabels(map[string]string{clusterapi.LabelCluster: kc.Name, clusterv1.ClusterNameLabel: kc.Name}).
+		WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion(clusterapi.GroupVersion.String()).WithKind("KubernetesCluster").
+			WithName(kc.Name).WithUID(kc.UID).WithController(true).WithBlockOwnerDeletion(true)).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{KubeconfigKey: src.Data["value"]})
+	if _, err := ssa.Apply(ctx, r.Client, r.Client, types.NamespacedName{Namespace: kc.Namespace, Name: name}, &corev1.Secret{}, desired, corev1ac.ExtractSecret, FieldOwner); err != nil {
+		conditions.MarkFalse(kc, clusterapi.ControlPlaneReadyCondition, clusterapi.ApplyFailedReason, err.Error())
+		return err
+	}
+	s.kubeconfig = true
+	kc.Status.KubeconfigSecretName = name
+	return nil
+}
+
+// CacheByObject limits the manager's cache of Secrets to Cluster API's cluster Secrets (labelled
+// with a cluster name), among them the kubeconfigs this controller copies and writes.
+func CacheByObject() map[client.Object]cache.ByObject {
+	req, _ := labels.NewRequirement(clusterv1.ClusterNameLabel, selection.Exists, nil)
+	return map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)}}
+}

@@ -1,0 +1,344 @@
+package integration_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
+)
+
+// A new cluster becomes every owned object, each naming the others correctly, and becomes Ready
+// as the providers report on them; its status carries the endpoint, version and kubeconfig Secret.
+func TestClusterBecomesOwnedObjectsAndReady(t *testing.T) {
+	ns := tenantNamespace(t, "acme", "acme-etcd")
+	create(t, makeCluster(ns, "prod").group(clusterapi.NodeGroup{Name: "gpu", MinReplicas: 0, MaxReplicas: 2, InstanceType: "large",
+		Taints: []clusterapi.Taint{{Key: "gpu", Effect: "NoSchedule"}}}).obj())
+
+	c := waitObject(t, cluster.ClusterGVK, ns, "prod", nil)
+	if got := str(c, "spec", "controlPlaneRef", "kind") + "/" + str(c, "spec", "controlPlaneRef", "name"); got != "KamajiControlPlane/prod-control-plane" {
+		t.Errorf("controlPlaneRef %s", got)
+	}
+	if got := str(c, "spec", "infrastructureRef", "kind") + "/" + str(c, "spec", "infrastructureRef", "name"); got != "KubevirtCluster/prod" {
+		t.Errorf("infrastructureRef %s", got)
+	}
+	kcp := waitObject(t, cluster.KamajiControlPlaneGVK, ns, "prod-control-plane", nil)
+	if str(kcp, "spec", "dataStoreName") != "flotilla-acme-etcd" || str(kcp, "spec", "dataStoreSchema") != "acme_prod" || str(kcp, "spec", "version") != "v1.37.2" {
+		t.Errorf("KamajiControlPlane spec %v", kcp.Object["spec"])
+	}
+	kvc := waitObject(t, cluster.KubevirtClusterGVK, ns, "prod", nil)
+	if kvc.GetAnnotations()["cluster.x-k8s.io/managed-by"] != "kamaji" {
+		t.Errorf("KubevirtCluster not marked as managed by Kamaji: %v", kvc.GetAnnotations())
+	}
+	waitObject(t, cluster.MachineHealthCheckGVK, ns, "prod-workers", nil)
+	for group, replicas := range map[string]int64{"default": 1, "gpu": 0} {
+		md := waitObject(t, cluster.MachineDeploymentGVK, ns, "prod-"+group, nil)
+		if got := num(md, "spec", "replicas"); got != replicas {
+			t.Errorf("%s: replicas %d, want the group's minimum %d", group, got, replicas)
+		}
+		boot := str(md, "spec", "template", "spec", "bootstrap", "configRef", "name")
+		if object(t, cluster.KubeadmConfigTemplateGVK, ns, boot) == nil {
+			t.Errorf("%s names KubeadmConfigTemplate %s, which does not exist", group, boot)
+		}
+		infra := str(md, "spec", "template", "spec", "infrastructureRef", "name")
+		if object(t, cluster.KubevirtMachineTmplGVK, ns, infra) == nil {
+			t.Errorf("%s names KubevirtMachineTemplate %s, which does not exist", group, infra)
+		}
+	}
+
+	kc := condition(t, ns, "prod", clusterapi.ControlPlaneReadyCondition, metav1.ConditionFalse, clusterapi.WaitingReason)
+	if !meta.IsStatusConditionTrue(kc.Status.Conditions, fmeta.ReconcilingCondition) || kc.Status.ObservedGeneration == kc.Generation {
+		t.Errorf("a cluster whose providers have not reported must be Reconciling and not observed: %+v", kc.Status)
+	}
+
+	kc = ready(t, ns, "prod")
+	if kc.Status.Endpoint != "https://prod.acme.k8s.example:6443" || kc.Status.Version != "v1.37.2" || kc.Status.KubeconfigSecretName != "prod-admin-kubeconfig" {
+		t.Errorf("status %+v", kc.Status)
+	}
+	if meta.FindStatusCondition(kc.Status.Conditions, fmeta.ReconcilingCondition) != nil || kc.Status.ObservedGeneration != kc.Generation {
+		t.Errorf("a Ready cluster must not be Reconciling and must be observed: %+v", kc.Status)
+	}
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, clusterapi.WorkersReadyCondition).Message; msg != "default 1/1 ready, gpu 0/0 ready" {
+		t.Errorf("WorkersReady says %q", msg)
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "prod-admin-kubeconfig"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	if string(secret.Data[kubernetescluster.KubeconfigKey]) != "kubeconfig of prod" || metav1.GetControllerOf(secret) == nil || metav1.GetControllerOf(secret).UID != kc.UID {
+		t.Errorf("the customer's kubeconfig Secret: %v, controller %v", secret.Data, metav1.GetControllerOf(secret))
+	}
+}
+
+// A <cluster>-kubeconfig Secret the control plane does not control (a tenant admin can create
+// Secrets in the namespace) is never handed out as the cluster's kubeconfig; a Secret of the
+// customer's kubeconfig name that the cluster did not create is left alone.
+func TestKubeconfigComesOnlyFromTheControlPlane(t *testing.T) {
+	ns := tenantNamespace(t, "kubeconfig", "kubeconfig")
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pk-kubeconfig",
+		Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "pk"}}, Data: map[string][]byte{"value": []byte("attacker's")}}
+	if err := k8s.Create(context.Background(), planted); err != nil {
+		t.Fatal(err)
+	}
+	create(t, makeCluster(ns, "pk").obj())
+	p := providerStandIn{t}
+	p.infrastructureReady(ns, "pk")
+	p.controlPlaneRunning(ns, "pk", "v1.37.2")
+	eventually(t, "ControlPlaneReady waiting for the admin kubeconfig", func() (bool, error) {
+		c := meta.FindStatusCondition(get(t, ns, "pk").Status.Conditions, clusterapi.ControlPlaneReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "admin kubeconfig"), nil
+	})
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "pk-admin-kubeconfig"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a customer kubeconfig was written from a planted Secret: %v", err)
+	}
+
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fk-admin-kubeconfig"}, Data: map[string][]byte{"kubeconfig": []byte("mine")}}
+	if err := k8s.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	create(t, makeCluster(ns, "fk").obj())
+	p.infrastructureReady(ns, "fk")
+	p.controlPlaneRunning(ns, "fk", "v1.37.2")
+	condition(t, ns, "fk", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.ConflictReason)
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(foreign), foreign); err != nil || string(foreign.Data["kubeconfig"]) != "mine" || len(foreign.OwnerReferences) > 0 {
+		t.Errorf("the foreign Secret was changed: %v %v", err, foreign)
+	}
+}
+
+// Raising a node group's minimum scales its MachineDeployment; the cluster is not Ready until the
+// new machines are.
+func TestScaleNodeGroup(t *testing.T) {
+	ns := tenantNamespace(t, "scale", "scale")
+	create(t, makeCluster(ns, "web").obj())
+	ready(t, ns, "web")
+	if err := update(t, ns, "web", func(kc *clusterapi.KubernetesCluster) { kc.Spec.NodeGroups[0].MinReplicas = 2 }); err != nil {
+		t.Fatal(err)
+	}
+	md := waitObject(t, cluster.MachineDeploymentGVK, ns, "web-default", func(u *unstructured.Unstructured) bool { return num(u, "spec", "replicas") == 2 })
+	if md.GetAnnotations()["cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"] != "2" {
+		t.Errorf("autoscaler annotations %v", md.GetAnnotations())
+	}
+	condition(t, ns, "web", clusterapi.WorkersReadyCondition, metav1.ConditionFalse, "")
+	providerStandIn{t}.workersReady(ns, "web-default", 2)
+	kc := condition(t, ns, "web", "Ready", metav1.ConditionTrue, "")
+	if g := kc.Status.NodeGroups[0]; g.Desired != 2 || g.Ready != 2 {
+		t.Errorf("node group status %+v", g)
+	}
+
+	// The autoscaler moves replicas within the bounds: the controller keeps its choice.
+	updateObject(t, cluster.MachineDeploymentGVK, ns, "web-default", func(u *unstructured.Unstructured) {
+		u.Object["spec"].(map[string]any)["replicas"] = int64(3)
+	})
+	before := counter.count(types.NamespacedName{Namespace: ns, Name: "web"})
+	eventually(t, "a reconcile after the autoscaler's change", func() (bool, error) {
+		return counter.count(types.NamespacedName{Namespace: ns, Name: "web"}) > before, nil
+	})
+	if got := num(object(t, cluster.MachineDeploymentGVK, ns, "web-default"), "spec", "replicas"); got != 3 {
+		t.Errorf("the controller overrode the autoscaler: replicas %d", got)
+	}
+}
+
+// A converged cluster's reconcile writes nothing: not its status, not an owned object.
+func TestSteadyStateIsQuiet(t *testing.T) {
+	ns := tenantNamespace(t, "quiet", "quiet")
+	create(t, makeCluster(ns, "calm").obj())
+	ready(t, ns, "calm")
+	versions := func() map[string]string {
+		out := map[string]string{}
+		for _, gvk := range kubernetescluster.Owned {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range list.Items {
+				out[gvk.Kind+"/"+o.GetName()] = o.GetResourceVersion()
+			}
+		}
+		return out
+	}
+	// Ready for the current generation: from here on, no reconcile has anything to write.
+	key := types.NamespacedName{Namespace: ns, Name: "calm"}
+	before, status := versions(), get(t, ns, "calm").Status
+
+	// Poke: an annotation change is a reconcile that finds nothing to do. (Tests run one at a
+	// time: no other cluster's reconcile writes meanwhile.)
+	n, w := counter.count(key), writes.n.Load()
+	if err := update(t, ns, "calm", func(kc *clusterapi.KubernetesCluster) { kc.Annotations = map[string]string{"poke": "1"} }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the poke's reconcile", func() (bool, error) { return counter.count(key) > n, nil })
+	if got := writes.n.Load() - w; got != 0 {
+		t.Errorf("a converged reconcile sent %d API writes; the last: %v", got, writes.recent())
+	}
+	after := versions()
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s was written in a converged reconcile (resourceVersion %s → %s)", k, v, after[k])
+		}
+	}
+	if got := get(t, ns, "calm").Status; !equalStatus(got, status) {
+		t.Errorf("status was rewritten: %+v → %+v", status, got)
+	}
+}
+
+func equalStatus(a, b clusterapi.KubernetesClusterStatus) bool {
+	if len(a.Conditions) != len(b.Conditions) || a.ObservedGeneration != b.ObservedGeneration {
+		return false
+	}
+	for i := range a.Conditions {
+		if a.Conditions[i] != b.Conditions[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A version change rolls the control plane first; the workers follow once it runs the new version.
+func TestUpgradeRollsControlPlaneThenWorkers(t *testing.T) {
+	ns := tenantNamespace(t, "upgrade", "upgrade")
+	create(t, makeCluster(ns, "up").obj())
+	ready(t, ns, "up")
+	if err := update(t, ns, "up", func(kc *clusterapi.KubernetesCluster) { kc.Spec.Version = "1.38" }); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, cluster.KamajiControlPlaneGVK, ns, "up-control-plane", func(u *unstructured.Unstructured) bool { return str(u, "spec", "version") == "v1.38.0" })
+	kc := condition(t, ns, "up", clusterapi.ControlPlaneReadyCondition, metav1.ConditionFalse, "")
+	if !strings.Contains(meta.FindStatusCondition(kc.Status.Conditions, clusterapi.ControlPlaneReadyCondition).Message, "has not been reported for generation") {
+		t.Errorf("ControlPlaneReady: %+v", meta.FindStatusCondition(kc.Status.Conditions, clusterapi.ControlPlaneReadyCondition))
+	}
+	if v := str(object(t, cluster.MachineDeploymentGVK, ns, "up-default"), "spec", "template", "spec", "version"); v != "v1.37.2" {
+		t.Fatalf("workers moved to %s before the control plane", v)
+	}
+	providerStandIn{t}.controlPlaneRunning(ns, "up", "v1.38.0")
+	md := waitObject(t, cluster.MachineDeploymentGVK, ns, "up-default", func(u *unstructured.Unstructured) bool {
+		return str(u, "spec", "template", "spec", "version") == "v1.38.0"
+	})
+	if !strings.HasPrefix(str(md, "spec", "template", "spec", "infrastructureRef", "name"), "up-default-") {
+		t.Errorf("machine template %s", str(md, "spec", "template", "spec", "infrastructureRef", "name"))
+	}
+	providerStandIn{t}.workersReady(ns, "up-default", 1)
+	if kc := condition(t, ns, "up", "Ready", metav1.ConditionTrue, ""); kc.Status.Version != "v1.38.0" {
+		t.Errorf("status.version %s", kc.Status.Version)
+	}
+}
+
+// Deletion removes the workers first; the control plane stays until they are gone, and Ready says
+// what the deletion waits for.
+func TestDeletionRemovesWorkersBeforeControlPlane(t *testing.T) {
+	ns := tenantNamespace(t, "teardown", "teardown")
+	create(t, makeCluster(ns, "old").obj())
+	waitObject(t, cluster.MachineDeploymentGVK, ns, "old-default", nil)
+	// CAPI holds a MachineDeployment while its machines drain: a finalizer plays that.
+	updateObject(t, cluster.MachineDeploymentGVK, ns, "old-default", func(u *unstructured.Unstructured) {
+		u.SetFinalizers([]string{"test.flotilla.dev/machines-draining"})
+	})
+	if err := k8s.Delete(context.Background(), get(t, ns, "old")); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, cluster.MachineDeploymentGVK, ns, "old-default", func(u *unstructured.Unstructured) bool { return !u.GetDeletionTimestamp().IsZero() })
+	kc := condition(t, ns, "old", "Ready", metav1.ConditionFalse, fmeta.DeletingReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, "Ready").Message; !strings.Contains(msg, "MachineDeployment/old-default") {
+		t.Errorf("Ready does not name what the deletion waits for: %q", msg)
+	}
+	for _, gvk := range []struct{ kind, name string }{{"KamajiControlPlane", "old-control-plane"}, {"Cluster", "old"}} {
+		gv := cluster.KamajiControlPlaneGVK
+		if gvk.kind == "Cluster" {
+			gv = cluster.ClusterGVK
+		}
+		if u := object(t, gv, ns, gvk.name); u == nil || !u.GetDeletionTimestamp().IsZero() {
+			t.Errorf("%s deleted while workers remain", gvk.kind)
+		}
+	}
+	updateObject(t, cluster.MachineDeploymentGVK, ns, "old-default", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) })
+	eventually(t, "cluster gone", func() (bool, error) {
+		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "old"}, &clusterapi.KubernetesCluster{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	for _, gvk := range kubernetescluster.Owned {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) > 0 {
+			t.Errorf("%s left behind: %s", gvk.Kind, list.Items[0].GetName())
+		}
+	}
+}
+
+// An object of a name the cluster needs, made by someone else, is neither changed nor adopted nor
+// deleted; the cluster is Stalled naming it.
+func TestForeignObjectIsLeftAlone(t *testing.T) {
+	ns := tenantNamespace(t, "foreign", "foreign")
+	foreign := &unstructured.Unstructured{}
+	foreign.SetGroupVersionKind(cluster.KubevirtClusterGVK)
+	foreign.SetNamespace(ns)
+	foreign.SetName("taken")
+	foreign.SetLabels(map[string]string{"owner": "someone-else"})
+	if err := k8s.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	create(t, makeCluster(ns, "taken").obj())
+	kc := condition(t, ns, "taken", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.ConflictReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, clusterapi.InfrastructureReadyCondition).Message; !strings.Contains(msg, "KubevirtCluster") {
+		t.Errorf("InfrastructureReady does not name the object in the way: %q", msg)
+	}
+	deleteAndWait(t, ns, "taken")
+	got := object(t, cluster.KubevirtClusterGVK, ns, "taken")
+	if got == nil || got.GetLabels()["owner"] != "someone-else" || len(got.GetOwnerReferences()) != 0 {
+		t.Errorf("the foreign KubevirtCluster was changed or deleted: %v", got)
+	}
+}
+
+// Without an etcd serving the tenant, or with a spec naming another tenant's etcd, nothing is
+// made and the cluster is Stalled saying why.
+func TestDatastoreComesFromTheTenant(t *testing.T) {
+	ns := tenantNamespace(t, "no-etcd", "")
+	create(t, makeCluster(ns, "lonely").obj())
+	condition(t, ns, "lonely", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.NoDatastoreReason)
+
+	ns2 := tenantNamespace(t, "sneaky", "sneaky")
+	kc := makeCluster(ns2, "thief").obj()
+	kc.Spec.ControlPlane.Etcd = &clusterapi.EtcdReference{Namespace: "acme-etcd"}
+	create(t, kc)
+	kc = condition(t, ns2, "thief", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.NoDatastoreReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, clusterapi.ControlPlaneReadyCondition).Message; !strings.Contains(msg, "spec.controlPlane.etcd.namespace") {
+		t.Errorf("ControlPlaneReady does not name the field: %q", msg)
+	}
+	for _, n := range []string{"lonely", "thief"} {
+		if object(t, cluster.KamajiControlPlaneGVK, map[string]string{"lonely": ns, "thief": ns2}[n], cluster.ControlPlaneName(n)) != nil {
+			t.Errorf("%s: a control plane was made without the tenant's etcd", n)
+		}
+	}
+}
+
+// A node group naming a StorageClass that does not exist stalls the cluster naming the field, and
+// nothing is made; once the class exists, the cluster proceeds.
+func TestUnknownStorageClassStallsUntilItExists(t *testing.T) {
+	ns := tenantNamespace(t, "storage", "storage")
+	kc := makeCluster(ns, "disks").obj()
+	kc.Spec.NodeGroups[0].StorageClass = "fast-nvme"
+	create(t, kc)
+	kc = condition(t, ns, "disks", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.UnknownReferenceReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, fmeta.StalledCondition).Message; !strings.Contains(msg, "spec.nodeGroups[default].storageClass") {
+		t.Errorf("Stalled does not name the field: %q", msg)
+	}
+	if object(t, cluster.ClusterGVK, ns, "disks") != nil {
+		t.Error("objects were made for a node group whose storage does not exist")
+	}
+	storageClass(t, "fast-nvme")
+	waitObject(t, cluster.MachineDeploymentGVK, ns, "disks-default", nil)
+	condition(t, ns, "disks", clusterapi.WorkersReadyCondition, metav1.ConditionFalse, clusterapi.ProgressingReason)
+}
