@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules in go.work, in dependency order. Each also builds alone with GOWORK=off.
 SERVICES := tenant-controller app-catalog-controller storage-controller net-controller cluster-controller
-MODULES  := libs/apis libs/runtime libs/testenv $(foreach s,$(SERVICES),services/$(s)/api services/$(s)) e2e
+MODULES  := libs/apis libs/runtime libs/testenv libs/release $(foreach s,$(SERVICES),services/$(s)/api services/$(s)) e2e
 
 export FLOTILLA_CACHE ?= $(HOME)/.cache/flotilla
 BIN := $(FLOTILLA_CACHE)/bin
@@ -38,6 +38,11 @@ bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it (about 
 	  (cd services/$$s && BENCH_OUT=$(CURDIR)/docs/benchmarks.md \
 	    go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/); \
 	done
+
+.PHONY: release
+release: ## Build the release (images for linux/amd64+arm64, OCI charts, GitOps tree) into .local/release/bundle; REGISTRY=host/prefix also pushes it
+	@go run ./libs/release/cmd/release build -out .local/release/bundle -work $(FLOTILLA_CACHE)/release-work \
+	  $(if $(REGISTRY),-registry $(REGISTRY))
 
 ##@ Code
 

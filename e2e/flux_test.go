@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,10 +14,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The GitOps tree decodes strictly into the Flux API types (no unknown or misspelt fields), points
-// at paths and charts that exist, and delivers every chart the way Flotilla promises: CRDs
-// CreateReplace, no uninstall on failure.
+// The GitOps tree decodes strictly into the Flux API types (no unknown or misspelt fields) once
+// Flux has substituted the release's settings, points at paths and charts that exist, takes every
+// chart, image and artifact from the one registry prefix the bootstrap sets, and delivers every
+// chart the way Flotilla promises: CRDs CreateReplace, no uninstall on failure.
 func TestFluxTree(t *testing.T) {
+	const mirror = "mirror.example:5000/flotilla"
+	settings := strings.NewReplacer("${FLOTILLA_REGISTRY}", mirror, "${FLOTILLA_VERSION}", "1.2.3")
 	var releases []string
 	err := filepath.WalkDir(filepath.Join(repo, "deploy", "flux"), func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
@@ -26,7 +30,8 @@ func TestFluxTree(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, o := range decodeAll(t, raw) {
+		bootstrap := strings.Contains(path, filepath.Join("clusters", "production"))
+		for _, o := range decodeAll(t, []byte(settings.Replace(string(raw)))) {
 			doc, err := yaml.Marshal(o.Object)
 			if err != nil {
 				return err
@@ -36,15 +41,36 @@ func TestFluxTree(t *testing.T) {
 				hr := &helmv2.HelmRelease{}
 				strict(t, path, doc, hr)
 				releases = append(releases, hr.Name)
-				checkRelease(t, hr)
+				checkRelease(t, hr, mirror)
 			case "Kustomization":
 				k := &kustomizev1.Kustomization{}
 				strict(t, path, doc, k)
-				if _, err := os.Stat(filepath.Join(repo, k.Spec.Path)); err != nil {
-					t.Errorf("%s: Kustomization %s points at missing path %s", path, k.Name, k.Spec.Path)
+				root := filepath.Join(repo, "deploy", "flux") // the GitOps artifact
+				if k.Spec.SourceRef.Name == "flotilla-catalog" {
+					root = filepath.Join(repo, "deploy", "catalog")
 				}
-			case "GitRepository":
-				strict(t, path, doc, &sourcev1.GitRepository{})
+				if _, err := os.Stat(filepath.Join(root, k.Spec.Path)); err != nil {
+					t.Errorf("%s: Kustomization %s points at %s, not in its artifact", path, k.Name, k.Spec.Path)
+				}
+				if bootstrap && (k.Spec.PostBuild == nil || k.Spec.PostBuild.Substitute["FLOTILLA_REGISTRY"] != "ghcr.io/flotilla-dev") {
+					t.Errorf("%s: Kustomization %s does not set FLOTILLA_REGISTRY to the public registry", path, k.Name)
+				}
+			case "OCIRepository":
+				r := &sourcev1.OCIRepository{}
+				strict(t, path, doc, r)
+				want := "oci://" + mirror + "/"
+				if bootstrap {
+					want = "oci://ghcr.io/flotilla-dev/"
+				}
+				if !strings.HasPrefix(r.Spec.URL, want) {
+					t.Errorf("%s: OCIRepository %s reads %s, not under the registry prefix", path, r.Name, r.Spec.URL)
+				}
+			case "HelmRepository":
+				r := &sourcev1.HelmRepository{}
+				strict(t, path, doc, r)
+				if r.Spec.Type != "oci" || r.Spec.URL != "oci://"+mirror+"/charts" {
+					t.Errorf("%s: HelmRepository %s reads %s, not the release's charts under the registry prefix", path, r.Name, r.Spec.URL)
+				}
 			}
 		}
 		return nil
@@ -66,10 +92,20 @@ func strict(t *testing.T, path string, doc []byte, into any) {
 	}
 }
 
-func checkRelease(t *testing.T, hr *helmv2.HelmRelease) {
+func checkRelease(t *testing.T, hr *helmv2.HelmRelease, mirror string) {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(repo, hr.Spec.Chart.Spec.Chart, "Chart.yaml")); err != nil {
-		t.Errorf("HelmRelease %s: chart %s not in the repository", hr.Name, hr.Spec.Chart.Spec.Chart)
+	chart := hr.Spec.Chart.Spec
+	if _, err := os.Stat(filepath.Join(repo, "deploy", "charts", chart.Chart, "Chart.yaml")); err != nil {
+		t.Errorf("HelmRelease %s: chart %s not in deploy/charts", hr.Name, chart.Chart)
+	}
+	if chart.SourceRef.Kind != "HelmRepository" || chart.SourceRef.Name != "flotilla-charts" || chart.Version != "1.2.3" {
+		t.Errorf("HelmRelease %s: its chart must be the release's (HelmRepository flotilla-charts, version ${FLOTILLA_VERSION})", hr.Name)
+	}
+	var values struct {
+		Image struct{ Repository string } `json:"image"`
+	}
+	if hr.Spec.Values == nil || json.Unmarshal(hr.Spec.Values.Raw, &values) != nil || values.Image.Repository != mirror+"/"+chart.Chart {
+		t.Errorf("HelmRelease %s: values.image.repository must be ${FLOTILLA_REGISTRY}/%s", hr.Name, chart.Chart)
 	}
 	// Flux runs with its multi-tenancy lockdown: no cross-namespace source, an explicit identity.
 	if ns := hr.Spec.Chart.Spec.SourceRef.Namespace; ns != "" && ns != hr.Namespace {

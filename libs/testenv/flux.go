@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,8 +50,9 @@ const FluxDefaultServiceAccount = "flotilla-no-access"
 
 // StartFlux runs the real source-controller and helm-controller (locked down: FluxLockdown) as
 // local processes against the control plane, with their artifact storage under dir served on a loopback port. The Flux CRDs
-// must be installed (Options.CRDDirs with ModuleCRDDirs(FluxModules...)).
-func (e *Env) StartFlux(ctx context.Context, dir string) error {
+// must be installed (Options.CRDDirs with ModuleCRDDirs(FluxModules...)). sourceEnv is added to
+// source-controller's environment (SSL_CERT_FILE=<a registry's CA>, say).
+func (e *Env) StartFlux(ctx context.Context, dir string, sourceEnv ...string) error {
 	if err := client.IgnoreAlreadyExists(e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FluxNamespace}})); err != nil {
 		return err
 	}
@@ -65,11 +67,23 @@ func (e *Env) StartFlux(ctx context.Context, dir string) error {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	env := []string{"RUNTIME_NAMESPACE=" + FluxNamespace}
 	common := []string{"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--log-level=info", "--requeue-dependency=2s"}
-	if err := e.StartProcess("source-controller", dir, env, append(common,
+	if err := e.StartProcess("source-controller", dir, append(slices.Clone(env), sourceEnv...), append(common,
 		"--storage-path="+storage, "--storage-addr="+addr, "--storage-adv-addr="+addr)...); err != nil {
 		return err
 	}
 	return e.StartProcess("helm-controller", dir, env, append(append(common, "--concurrent=8"), FluxLockdown...)...)
+}
+
+// KustomizeModule is the Flux kustomize-controller the builder builds (libs/builder/kustomize).
+const KustomizeModule = "github.com/fluxcd/kustomize-controller@v1.9.6"
+
+// StartKustomizeController runs the real kustomize-controller as a local process, for tests that
+// install the way a platform team does: by Flux Kustomizations. StartFlux must have run, and the
+// kustomize-controller CRDs be installed (ModuleCRDDirs(KustomizeModule)).
+func (e *Env) StartKustomizeController(dir string) error {
+	return e.StartProcess("kustomize-controller", dir, []string{"RUNTIME_NAMESPACE=" + FluxNamespace},
+		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--log-level=info", "--requeue-dependency=2s",
+		"--no-remote-bases=true")
 }
 
 func freePort() (int, error) {

@@ -1,6 +1,9 @@
 {{- define "acc.name" -}}{{ .Release.Name }}{{- end }}
 {{- define "acc.apiserver" -}}{{ .Release.Name }}-apiserver{{- end }}
-{{- define "acc.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end }}
+{{- define "acc.image" -}}
+{{- if .Values.image.digest -}}{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
+{{- end }}
 {{- define "acc.labels" -}}
 app.kubernetes.io/name: app-catalog-controller
 app.kubernetes.io/instance: {{ .Release.Name }}

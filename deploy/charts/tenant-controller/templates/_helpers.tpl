@@ -8,3 +8,8 @@ app.kubernetes.io/part-of: flotilla
 app.kubernetes.io/name: tenant-controller
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+
+{{- define "tc.image" -}}
+{{- if .Values.image.digest -}}{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
+{{- end }}
