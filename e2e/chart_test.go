@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,16 +30,19 @@ func TestCharts(t *testing.T) {
 	for _, svc := range services(t) {
 		chart := filepath.Join(repo, "deploy", "charts", svc)
 		t.Run(svc, func(t *testing.T) {
-			run(t, "helm", "lint", chart)
-			run(t, "helm", "template", svc, chart, "--set", "webhook.certManager.enabled=true",
-				"--set", "metrics.serviceMonitor.enabled=true", "--set-json", `webhook.certManager.issuerRef={"name":"ca"}`)
+			run(t, "helm", "lint", "--strict", chart)
+			// values.schema.json refuses what the chart does not know: a misspelt value is an error.
+			if out, err := exec.Command(tool(t, "helm"), "template", svc, chart, "--set", "replica=3").CombinedOutput(); err == nil || !strings.Contains(string(out), "replica") {
+				t.Errorf("an unknown value was accepted (values.schema.json): %v\n%s", err, out)
+			}
+			run(t, "helm", append([]string{"template", svc, chart}, optionalFeatures(t, chart)...)...)
 			objs := decodeAll(t, run(t, "helm", "template", svc, chart, "--namespace", "flotilla-system"))
 
 			kinds := map[string]*unstructured.Unstructured{}
 			for _, o := range objs {
 				kinds[o.GetKind()] = o
 			}
-			for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service"} {
+			for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "PodDisruptionBudget"} {
 				if kinds[k] == nil {
 					t.Errorf("chart renders no %s", k)
 				}
@@ -71,6 +76,27 @@ func TestCharts(t *testing.T) {
 	}
 }
 
+// optionalFeatures are the --set flags turning on every optional feature the chart has: its
+// ServiceMonitor, and cert-manager for each serving certificate.
+func optionalFeatures(t *testing.T, chart string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--set", "metrics.serviceMonitor.enabled=true"}
+	for _, server := range []string{"webhook", "apiserver"} {
+		if _, ok, _ := unstructured.NestedMap(values, server, "certManager"); ok {
+			flags = append(flags, "--set", server+".certManager.enabled=true", "--set-json", server+`.certManager.issuerRef={"name":"ca"}`)
+		}
+	}
+	return flags
+}
+
 // checkDeployment checks one of the chart's Deployments. The controller's, named after the release,
 // elects a leader; others (an aggregated API server) run every replica active.
 func checkDeployment(t *testing.T, d *unstructured.Unstructured, controller bool) {
@@ -88,6 +114,29 @@ func checkDeployment(t *testing.T, d *unstructured.Unstructured, controller bool
 		if _, ok := c[probe]; !ok {
 			t.Errorf("deployment %s has no %s", d.GetName(), probe)
 		}
+	}
+	// Hardened as operators expect: non-root, read-only root, no privilege escalation, no
+	// capabilities, the runtime's seccomp profile, requests and a memory limit, replicas spread.
+	for path, want := range map[string]any{
+		"spec.template.spec.securityContext.runAsNonRoot":        true,
+		"spec.template.spec.securityContext.seccompProfile.type": "RuntimeDefault",
+		"securityContext.readOnlyRootFilesystem":                 true,
+		"securityContext.allowPrivilegeEscalation":               false,
+		"resources.limits.memory":                                nil,
+		"resources.requests.cpu":                                 nil,
+		"spec.template.spec.affinity.podAntiAffinity":            nil,
+	} {
+		obj := d.Object
+		if !strings.HasPrefix(path, "spec.") {
+			obj = c
+		}
+		got, found, _ := unstructured.NestedFieldNoCopy(obj, strings.Split(path, ".")...)
+		if !found || (want != nil && got != want) {
+			t.Errorf("deployment %s: %s is %v, want %v", d.GetName(), path, got, want)
+		}
+	}
+	if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Contains(drop, "ALL") {
+		t.Errorf("deployment %s keeps capabilities: drop %v", d.GetName(), drop)
 	}
 }
 

@@ -18,14 +18,26 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 {{- define "acc.selector" -}}{{ include "acc.componentSelector" (list . "controller") }}{{- end }}
 {{- define "acc.apiserver.selector" -}}{{ include "acc.componentSelector" (list . "apiserver") }}{{- end }}
+{{/* (list . component): placement of a component's pods; replicas spread over nodes (preferred)
+unless .Values.affinity says where they go. */}}
 {{- define "acc.scheduling" -}}
-{{- with .Values.nodeSelector }}
+{{- $ctx := index . 0 -}}
+{{- with $ctx.Values.nodeSelector }}
 nodeSelector: {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $ctx.Values.tolerations }}
 tolerations: {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
-affinity: {{- toYaml . | nindent 2 }}
+affinity:
+{{- if $ctx.Values.affinity }}
+  {{- toYaml $ctx.Values.affinity | nindent 2 }}
+{{- else }}
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels: {{- include "acc.componentSelector" . | nindent 14 }}
 {{- end }}
 {{- end }}

@@ -13,3 +13,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.image.digest -}}{{ .Values.image.repository }}@{{ .Values.image.digest }}
 {{- else -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
 {{- end }}
+
+{{/* Replicas spread over nodes (preferred), unless .Values.affinity says where they go. */}}
+{{- define "tc.affinity" -}}
+affinity:
+{{- if .Values.affinity }}
+  {{- toYaml .Values.affinity | nindent 2 }}
+{{- else }}
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels: {{- include "tc.selector" . | nindent 14 }}
+{{- end }}
+{{- end }}
