@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
@@ -45,6 +46,9 @@ func run(opts manager.Options, maxArtifact int64) error {
 		o.Cache.ByObject = definition.CacheByObject()
 	})
 	if err != nil {
+		return err
+	}
+	if err := metrics.RegisterStatus(mgr.GetCache(), metrics.KindOf[catalogv1.ApplicationDefinitionList]("ApplicationDefinition"), metrics.KindOf[catalogv1.CatalogSourceList]("CatalogSource")); err != nil {
 		return err
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())

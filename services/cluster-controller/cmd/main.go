@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
@@ -54,6 +55,9 @@ func run(opts manager.Options, co cluster.Options, concurrency int) error {
 		o.Cache.ByObject = kubernetescluster.CacheByObject()
 	})
 	if err != nil {
+		return err
+	}
+	if err := metrics.RegisterStatus(mgr.GetCache(), metrics.KindOf[clusterapi.KubernetesClusterList]("KubernetesCluster")); err != nil {
 		return err
 	}
 	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: co, Concurrency: concurrency, Recorder: mgr.GetEventRecorder(opts.Name)}

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/addresses"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/routingpolicy"
@@ -65,6 +66,9 @@ func run(opts manager.Options, concurrency int, nw networkFlags) error {
 	}
 	mgr, err := manager.New(opts, scheme, nil)
 	if err != nil {
+		return err
+	}
+	if err := metrics.RegisterStatus(mgr.GetCache(), metrics.KindOf[netv1.SubnetPoolList]("SubnetPool"), metrics.KindOf[netv1.TenantSubnetList]("TenantSubnet"), metrics.KindOf[netv1.TenantNetworkList]("TenantNetwork"), metrics.KindOf[netv1.RoutingPolicyList]("RoutingPolicy")); err != nil {
 		return err
 	}
 	if err := (&tenantsubnet.Reconciler{

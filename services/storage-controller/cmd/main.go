@@ -17,6 +17,7 @@ import (
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/policy"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/schedulingclass"
@@ -55,6 +56,9 @@ func run(opts manager.Options, lo linstor.Options, poll time.Duration, webhookCo
 		o.Cache.ByObject[&corev1.Pod{}] = schedulingclass.PodCache()
 	})
 	if err != nil {
+		return err
+	}
+	if err := metrics.RegisterStatus(mgr.GetCache(), metrics.KindOf[storagepolicyv1.StoragePolicyList]("StoragePolicy"), metrics.KindOf[storagepolicyv1.SchedulingClassList]("SchedulingClass")); err != nil {
 		return err
 	}
 	log := ctrl.Log.WithName("linstor")

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
+	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/controller/tenant"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/webhook"
@@ -42,6 +43,9 @@ func run(opts manager.Options, groupPrefix string, concurrency int) error {
 		o.Cache.ByObject = tenant.CacheByObject()
 	})
 	if err != nil {
+		return err
+	}
+	if err := metrics.RegisterStatus(mgr.GetCache(), metrics.KindOf[tenancyv1.TenantList]("Tenant")); err != nil {
 		return err
 	}
 	r := &tenant.Reconciler{
