@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -89,6 +91,9 @@ func optionalFeatures(t *testing.T, chart string) []string {
 		t.Fatal(err)
 	}
 	flags := []string{"--set", "metrics.serviceMonitor.enabled=true"}
+	if _, ok, _ := unstructured.NestedMap(values, "metrics", "dashboard"); ok {
+		flags = append(flags, "--set", "metrics.dashboard.enabled=true")
+	}
 	for _, server := range []string{"webhook", "apiserver"} {
 		if _, ok, _ := unstructured.NestedMap(values, server, "certManager"); ok {
 			flags = append(flags, "--set", server+".certManager.enabled=true", "--set-json", server+`.certManager.issuerRef={"name":"ca"}`)
@@ -165,6 +170,65 @@ func checkGeneratedRBAC(t *testing.T, chart string, objs []*unstructured.Unstruc
 			t.Errorf("no ClusterRole %s rendered (%s)", generated.GetName(), f)
 		} else if !equality.Semantic.DeepEqual(objs[i].Object["rules"], generated.Object["rules"]) {
 			t.Errorf("chart ClusterRole %s rules differ from %s", generated.GetName(), f)
+		}
+	}
+}
+
+// The Grafana dashboard the tenant-controller chart ships is valid JSON, and every metric its
+// queries name is one a Flotilla service or controller-runtime exports: a renamed metric must not
+// leave an empty panel behind.
+func TestDashboard(t *testing.T) {
+	chart := filepath.Join(repo, "deploy", "charts", "tenant-controller")
+	var board struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	found := false
+	for _, o := range decodeAll(t, run(t, "helm", "template", "tenant-controller", chart, "--set", "metrics.dashboard.enabled=true")) {
+		if o.GetKind() != "ConfigMap" || o.GetLabels()["grafana_dashboard"] != "1" {
+			continue
+		}
+		found = true
+		raw, _, _ := unstructured.NestedString(o.Object, "data", "flotilla-controllers.json")
+		if err := json.Unmarshal([]byte(raw), &board); err != nil {
+			t.Fatalf("dashboard is not JSON: %v", err)
+		}
+	}
+	if !found || len(board.Panels) == 0 {
+		t.Fatal("no dashboard ConfigMap with panels rendered")
+	}
+	// Flotilla's metrics, as the services define them (prometheus.Opts or a literal name).
+	known := map[string]bool{"flotilla_objects": true, "flotilla_objects_stale": true}
+	opts := regexp.MustCompile(`Namespace: *"(\w+)", *Subsystem: *"(\w+)", *Name: *"(\w+)"`)
+	literal := regexp.MustCompile(`"(flotilla_\w+)"`)
+	err := filepath.WalkDir(filepath.Join(repo, "services"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		for _, m := range opts.FindAllStringSubmatch(string(src), -1) {
+			known[m[1]+"_"+m[2]+"_"+m[3]] = true
+		}
+		for _, m := range literal.FindAllStringSubmatch(string(src), -1) {
+			known[m[1]] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimeMetrics := regexp.MustCompile(`^(controller_runtime_|workqueue_|rest_client_)`)
+	name := regexp.MustCompile(`\b([a-z_]+)(\{|\[)`)
+	for _, p := range board.Panels {
+		for _, target := range p.Targets {
+			for _, m := range name.FindAllStringSubmatch(target.Expr, -1) {
+				metric := strings.TrimSuffix(m[1], "_bucket")
+				if !known[metric] && !runtimeMetrics.MatchString(metric) {
+					t.Errorf("panel %q queries %s, which no service exports", p.Title, metric)
+				}
+			}
 		}
 	}
 }
