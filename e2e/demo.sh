@@ -107,11 +107,13 @@ up() {
   bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager helm source-controller helm-controller)
   export PATH=$bin:$PATH
   say "building the controllers"
-  go build -o "$state/bin/localcp" ./libs/testenv/cmd/localcp
-  for s in "${services[@]}"; do go build -o "$state/bin/$s" "./services/$s/cmd"; done
-  go build -o "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
-  go build -o "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
-  go build -o "$state/bin/net-agent" ./services/net-controller/cmd/agent
+  # The flags of `make release` (libs/release): one compilation of each package serves both.
+  build() { CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$@"; }
+  build "$state/bin/localcp" ./libs/testenv/cmd/localcp
+  for s in "${services[@]}"; do build "$state/bin/$s" "./services/$s/cmd"; done
+  build "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
+  build "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
+  build "$state/bin/net-agent" ./services/net-controller/cmd/agent
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
