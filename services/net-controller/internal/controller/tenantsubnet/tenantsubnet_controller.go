@@ -22,7 +22,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
-	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/tenants"
 )
 
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantsubnets,verbs=get;list;watch;create;delete
@@ -56,7 +56,7 @@ type scope struct {
 // Reconcile keeps a tenant namespace's block and Subnet, and releases them once the namespace is
 // no longer a tenant's.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	ns, err := r.tenantNamespace(ctx, req.Name)
+	ns, err := tenants.Namespace(ctx, r.Client, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -89,19 +89,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		return err
 	}
 	return r.reconcileSubnet(ctx, s)
-}
-
-// tenantNamespace returns the namespace's metadata if it is a live tenant namespace, else nil.
-func (r *Reconciler) tenantNamespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	if ns.Labels[tenancyv1.LabelTenant] == "" || !ns.DeletionTimestamp.IsZero() {
-		return nil, nil
-	}
-	return ns, nil
 }
 
 // SetupWithManager registers the controller. TenantSubnets, namespaces, the controller's Subnets

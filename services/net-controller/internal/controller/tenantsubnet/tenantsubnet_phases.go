@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -84,32 +81,15 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 }
 
 // previousBlock is the block the namespace held (its TenantSubnet says which) when it is free
-// again: a Subnet someone else deleted comes back with the same range, so the addresses workloads
-// still hold stay valid.
+// again: a Subnet someone else deleted comes back with the same range.
 func (s *scope) previousBlock(pool string, n int64, used map[int64]bool) (int64, bool) {
-	if s.ts.Status.Pool != pool {
-		return 0, false
-	}
-	rest, ok := strings.CutPrefix(s.ts.Status.Subnet, pool+"-")
-	if !ok {
-		return 0, false
-	}
-	i, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || i < 0 || i >= n || used[i] {
-		return 0, false
-	}
-	return i, true
+	return subnets.Previous(s.ts.Status.Pool, s.ts.Status.Subnet, pool, n, used)
 }
 
 // keepFirst keeps the namespace's oldest Subnet. There is more than one only when two allocators
 // raced for the namespace; the others are released (once empty).
 func (r *Reconciler) keepFirst(ctx context.Context, s *scope, own []kubeovnv1.Subnet) error {
-	slices.SortFunc(own, func(a, b kubeovnv1.Subnet) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	subnets.SortOldest(own)
 	a, err := allocationOf(&own[0])
 	if err != nil {
 		msg := fmt.Sprintf("Subnet %s cannot be read back: %v", own[0].Name, err)
@@ -168,7 +148,7 @@ func (r *Reconciler) reconcileSubnet(ctx context.Context, s *scope) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err != nil || !contains(live.Object, desired.Object) {
+	if err != nil || !subnets.Contains(live.Object, desired.Object) {
 		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
 			client.FieldOwner(subnets.FieldOwner), client.ForceOwnership); err != nil {
 			conditions.MarkFalse(s.ts, netv1.SubnetReadyCondition, "ApplyFailed", err.Error())
@@ -178,27 +158,6 @@ func (r *Reconciler) reconcileSubnet(ctx context.Context, s *scope) error {
 	conditions.MarkTrue(s.ts, netv1.SubnetReadyCondition, netv1.ReconciledReason,
 		fmt.Sprintf("Subnet %s binds namespace %s", desired.GetName(), s.ns.Name))
 	return nil
-}
-
-// contains reports whether every field set in want has that value in have (lists compared whole).
-func contains(have, want map[string]any) bool {
-	for k, w := range want {
-		h, ok := have[k]
-		if !ok {
-			return false
-		}
-		if wm, isMap := w.(map[string]any); isMap {
-			hm, ok := h.(map[string]any)
-			if !ok || !contains(hm, wm) {
-				return false
-			}
-			continue
-		}
-		if !equality.Semantic.DeepEqual(h, w) {
-			return false
-		}
-	}
-	return true
 }
 
 // ownSubnets lists the Subnets this controller made for a namespace.
@@ -219,17 +178,11 @@ func (r *Reconciler) usedBlocks(ctx context.Context, pool string) (map[int64]boo
 	if err := r.List(ctx, list); err != nil {
 		return nil, err
 	}
-	used := map[int64]bool{}
-	for _, sn := range list.Items {
-		rest, ok := strings.CutPrefix(sn.Name, pool+"-")
-		if !ok {
-			continue
-		}
-		if i, err := strconv.ParseInt(rest, 10, 64); err == nil && i >= 0 && strconv.FormatInt(i, 10) == rest {
-			used[i] = true
-		}
+	names := make([]string, 0, len(list.Items))
+	for i := range list.Items {
+		names = append(names, list.Items[i].Name)
 	}
-	return used, nil
+	return subnets.Used(names, pool), nil
 }
 
 func blockSizes(p *netv1.SubnetPool) string {
