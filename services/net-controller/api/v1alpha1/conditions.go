@@ -21,6 +21,9 @@ const (
 	AddressPoolReadyCondition = "AddressPoolReady"
 	// AdvertisedCondition (LoadBalancerPool): the pool's L2Advertisement is written.
 	AdvertisedCondition = "Advertised"
+	// RoutedCondition (LoadBalancerPool): the RoutingPolicy derived from the pool's routing is
+	// written (or there is none to write).
+	RoutedCondition = "Routed"
 )
 
 // Reasons used in conditions.

@@ -35,6 +35,7 @@ type LoadBalancerPool struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.ipv4) || has(self.ipv6)",message="spec must set spec.ipv4, spec.ipv6 or both"
 // +kubebuilder:validation:XValidation:rule="has(self.ipv4) == has(oldSelf.ipv4) && has(self.ipv6) == has(oldSelf.ipv6)",message="spec.ipv4 and spec.ipv6 cannot be added or removed once the pool exists: tenants hold blocks of both families or one"
+// +kubebuilder:validation:XValidation:rule="!has(self.routing) || !has(self.interfaces) || size(self.interfaces) == 0 || self.routing.interface in self.interfaces",message="spec.routing.interface must be one of spec.interfaces: replies leave where the addresses are announced"
 type LoadBalancerPoolSpec struct {
 	// IPv4 is the pool's IPv4 range; blockPrefixLength 32 gives each tenant one address.
 	// +optional
@@ -57,6 +58,46 @@ type LoadBalancerPoolSpec struct {
 	// +kubebuilder:validation:items:MaxLength=15
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9][-_.a-zA-Z0-9]*$`
 	Interfaces []string `json:"interfaces,omitempty"`
+	// Routing, when set, makes replies from the pool's addresses leave through the pool's
+	// interface on the nodes it selects: the net-controller derives a RoutingPolicy named
+	// lbpool-<pool> (one rule per CIDR from the pool's range to Table, and a default route per
+	// family in Table through Interface) that the node agents apply like any other.
+	// +optional
+	Routing *PoolRouting `json:"routing,omitempty"`
+}
+
+// PoolRouting is the source routing of a LoadBalancerPool's addresses on the nodes.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv4Gateway) || !isIP(self.ipv4Gateway) || ip(self.ipv4Gateway).family() == 4",message="spec.routing.ipv4Gateway must be an IPv4 address"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv6Gateway) || !isIP(self.ipv6Gateway) || ip(self.ipv6Gateway).family() == 6",message="spec.routing.ipv6Gateway must be an IPv6 address"
+type PoolRouting struct {
+	// Interface is the node interface replies from the pool's addresses leave through.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][-_.a-zA-Z0-9]*$`
+	Interface string `json:"interface"`
+	// IPv4Gateway is the next hop of IPv4 replies on Interface; absent, they are sent on-link.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="spec.routing.ipv4Gateway must be an IP address"
+	IPv4Gateway string `json:"ipv4Gateway,omitempty"`
+	// IPv6Gateway is the next hop of IPv6 replies on Interface; absent, they are sent on-link.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="spec.routing.ipv6Gateway must be an IP address"
+	IPv6Gateway string `json:"ipv6Gateway,omitempty"`
+	// Table is the routing table of the pool's replies (100-199), the pool's own.
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=199
+	Table int32 `json:"table"`
+	// Priority is the priority of the first rule; the pool's CIDRs take Priority, Priority+1, …
+	// in order (IPv4 first), so leave room for 32.
+	// +kubebuilder:validation:Minimum=10000
+	// +kubebuilder:validation:Maximum=19968
+	Priority int32 `json:"priority"`
+	// NodeSelector chooses the nodes the rules go on; absent, all nodes.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 }
 
 // PoolStatus reports how full a pool is.

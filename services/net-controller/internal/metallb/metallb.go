@@ -108,3 +108,36 @@ func ListMeta(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadataList {
 	m.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	return m
 }
+
+// RoutingPolicyName is the RoutingPolicy derived from a pool's routing.
+func RoutingPolicyName(pool string) string { return "lbpool-" + pool }
+
+// RoutingPolicy is the source routing a pool's routing asks for: a rule per CIDR of the pool
+// (IPv4 first, priorities counting up from spec.routing.priority) sending traffic from the pool's
+// addresses to the pool's table, and a default route per family in that table out of the pool's
+// interface. The node agents apply it like any RoutingPolicy; nil when the pool asks for none.
+func RoutingPolicy(pool *netv1.LoadBalancerPool) *netv1.RoutingPolicy {
+	r := pool.Spec.Routing
+	if r == nil {
+		return nil
+	}
+	rp := &netv1.RoutingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: RoutingPolicyName(pool.Name), Labels: PoolSelector(pool.Name)},
+		Spec:       netv1.RoutingPolicySpec{NodeSelector: r.NodeSelector},
+	}
+	prio := r.Priority
+	for _, f := range []struct {
+		cidrs   *netv1.BlockRange
+		dst, gw string
+	}{{pool.Spec.IPv4, "0.0.0.0/0", r.IPv4Gateway}, {pool.Spec.IPv6, "::/0", r.IPv6Gateway}} {
+		if f.cidrs == nil {
+			continue
+		}
+		for _, c := range f.cidrs.CIDRs {
+			rp.Spec.Rules = append(rp.Spec.Rules, netv1.Rule{Priority: prio, From: c, Table: r.Table})
+			prio++
+		}
+		rp.Spec.Routes = append(rp.Spec.Routes, netv1.Route{Table: r.Table, Destination: f.dst, Gateway: f.gw, Device: r.Interface})
+	}
+	return rp
+}

@@ -26,6 +26,7 @@ import (
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=loadbalancerpools/status;loadbalancerpools/finalizers,verbs=get;patch;update
 // +kubebuilder:rbac:groups=metallb.io,resources=l2advertisements,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=routingpolicies,verbs=get;list;watch;create;update;delete
 
 // Reconciler reconciles LoadBalancerPools.
 type Reconciler struct {
@@ -56,7 +57,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	helper := patch.NewHelper(p)
 	defer func() {
 		if p.DeletionTimestamp.IsZero() {
-			conditions.Summarize(p, []string{netv1.RangesValidCondition, netv1.AdvertisedCondition}, s.stall)
+			conditions.Summarize(p, []string{netv1.RangesValidCondition, netv1.AdvertisedCondition, netv1.RoutedCondition}, s.stall)
 		}
 		_, err := helper.Status(ctx, r.Client, p)
 		retErr = errors.Join(retErr, err)
@@ -73,7 +74,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.reconcileRanges(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.reconcileAdvertisement(ctx, s)
+	if err := r.reconcileAdvertisement(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.reconcileRouting(ctx, s)
 }
 
 // reconcileRanges refuses a pool whose ranges overlap an older pool's: it hands out nothing.
@@ -130,6 +134,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	if s.held > 0 {
 		conditions.MarkDeleting(s.pool, fmt.Sprintf("Waiting for %d tenant namespaces to release their blocks", s.held))
 		return nil
+	}
+	if err := r.dropRouting(ctx, s.pool.Name); err != nil {
+		return err
 	}
 	live, err := r.liveAdvertisement(ctx, s.pool.Name)
 	if err != nil {
@@ -193,6 +200,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("loadbalancerpool").
 		For(&netv1.LoadBalancerPool{}).
+		Owns(&netv1.RoutingPolicy{}).
 		Watches(&netv1.LoadBalancerPool{}, allPools).
 		Watches(metallb.Meta(metallb.IPAddressPoolGVK), byPoolLabel, builder.OnlyMetadata).
 		Watches(metallb.Meta(metallb.L2AdvertisementGVK), byName, builder.OnlyMetadata).
