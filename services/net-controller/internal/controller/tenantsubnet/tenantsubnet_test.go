@@ -184,12 +184,12 @@ func TestAConvergedNamespaceCausesNoWriteAndSurvivesARestart(t *testing.T) {
 	// A reconciler that remembers nothing, reading straight from kube-apiserver: what a restarted
 	// controller does first. It finds the allocation and writes nothing.
 	writes := &writeCounter{}
-	fresh := &tenantsubnet.Reconciler{Client: writes.wrap(k8s), APIReader: k8s}
+	fresh := &tenantsubnet.Reconciler{Client: writes.Wrap(k8s), APIReader: k8s}
 	for range 2 {
 		_, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-calm"}})
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	g.Expect(writes.calls).To(BeEmpty(), "requests that write, at steady state")
+	g.Expect(writes.Calls()).To(BeEmpty(), "requests that write, at steady state")
 	ts2 := &netv1.TenantSubnet{}
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-calm"}, ts2)).To(Succeed())
 	g.Expect(ts2.ResourceVersion).To(Equal(ts.ResourceVersion), "the TenantSubnet was written at steady state")
