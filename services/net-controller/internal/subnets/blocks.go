@@ -1,6 +1,7 @@
 package subnets
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math/big"
@@ -274,4 +275,41 @@ func overlap(a, b *netv1.BlockRange) bool {
 		}
 	}
 	return false
+}
+
+// Choice is the block a namespace gets next from the pool that selects it.
+type Choice struct {
+	Allocation
+	// Exhausted: every block of the pool is held (Held of Blocks); Allocation is empty.
+	Exhausted    bool
+	Held, Blocks int64
+}
+
+// Choose picks a namespace's next block: the pool that selects it (nil when none does), and in it
+// the block the namespace held before (prevPool, prevClaim: what its report says) when that is free
+// again, else Pick's. used lists the blocks of a pool held (by the claims' names).
+func Choose[T any, P interface {
+	*T
+	Pool
+}](ctx context.Context, pools []T, ns string, nsLabels map[string]string, prevPool, prevClaim string,
+	used func(ctx context.Context, pool string) (map[int64]bool, error)) (P, Choice, error) {
+	pool := ChoosePool[T, P](pools, nsLabels)
+	if pool == nil {
+		return nil, Choice{}, nil
+	}
+	held, err := used(ctx, pool.GetName())
+	if err != nil {
+		return pool, Choice{}, err
+	}
+	c := Choice{Held: int64(len(held)), Blocks: Blocks(pool)}
+	i, ok := Previous(prevPool, prevClaim, pool.GetName(), c.Blocks, held)
+	if !ok {
+		i, ok = Pick(ns, c.Blocks, held)
+	}
+	if !ok {
+		c.Exhausted = true
+		return pool, c, nil
+	}
+	c.Allocation, err = Allocate(pool, i, ns)
+	return pool, c, err
 }

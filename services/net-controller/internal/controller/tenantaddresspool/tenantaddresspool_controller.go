@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,29 +56,22 @@ type scope struct {
 // Reconcile keeps a tenant namespace's block and IPAddressPool, and releases them once the
 // namespace is no longer a tenant's.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	ns, err := tenants.Namespace(ctx, r.Client, req.Name)
+	ns, tp, err := tenants.Load[netv1.TenantAddressPool](ctx, r.Client, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	tp := &netv1.TenantAddressPool{}
-	if err := r.Get(ctx, types.NamespacedName{Name: req.Name}, tp); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-		tp = nil
 	}
 	if ns == nil {
 		return ctrl.Result{}, r.reconcileRelease(ctx, req.Name, tp)
 	}
 	if tp == nil {
-		// Its creation brings the namespace back here.
-		tp = &netv1.TenantAddressPool{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}
-		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Create(ctx, tp, client.FieldOwner(subnets.FieldOwner)))
+		return ctrl.Result{}, tenants.CreateReport(ctx, r.Client, &netv1.TenantAddressPool{
+			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}, subnets.FieldOwner)
 	}
 	s := &scope{tp: tp, ns: ns}
 	helper := patch.NewHelper(tp)
 	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s))
+		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
+		retErr = errors.Join(retErr, status.Write(ctx, helper, tp, s.stall))
 	}()
 	return ctrl.Result{}, r.reconcileNormal(ctx, s)
 }

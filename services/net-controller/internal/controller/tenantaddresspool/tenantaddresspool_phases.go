@@ -45,40 +45,31 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	if err := r.List(ctx, pools); err != nil {
 		return err
 	}
-	pool := subnets.ChoosePool(pools.Items, s.ns.Labels)
-	if pool == nil {
+	// The block the namespace held before is taken again when free: a pool someone else deleted
+	// comes back with the same addresses, which Services may still hold.
+	pool, c, err := subnets.Choose(ctx, pools.Items, s.ns.Name, s.ns.Labels, s.tp.Status.Pool, poolName(s.tp.Status.AddressPool), r.usedBlocks)
+	switch {
+	case err != nil:
+		return err
+	case pool == nil:
 		conditions.MarkFalse(s.tp, netv1.AllocatedCondition, netv1.NoPoolReason,
 			fmt.Sprintf("No LoadBalancerPool selects namespace %s", s.ns.Name))
 		return nil
-	}
-	used, err := r.usedBlocks(ctx, pool.Name)
-	if err != nil {
-		return err
-	}
-	n := subnets.Blocks(pool)
-	i, ok := subnets.Previous(s.tp.Status.Pool, poolName(s.tp.Status.AddressPool), pool.Name, n, used)
-	if !ok {
-		i, ok = subnets.Pick(s.ns.Name, n, used)
-	}
-	if !ok {
+	case c.Exhausted:
 		msg := fmt.Sprintf("LoadBalancerPool %s is exhausted: %d of %d blocks are held (%s addresses each); add CIDRs to the pool or release a namespace",
-			pool.Name, len(used), n, blockSize(pool))
+			pool.Name, c.Held, c.Blocks, blockSize(pool))
 		conditions.MarkFalse(s.tp, netv1.AllocatedCondition, netv1.PoolExhaustedReason, msg)
 		s.stall = &conditions.Stall{Reason: netv1.PoolExhaustedReason, Message: msg}
 		return nil
 	}
-	a, err := subnets.Allocate(pool, i, s.ns.Name)
-	if err != nil {
-		return err
-	}
-	if err := r.Create(ctx, metallb.AddressPool(a, r.Namespace), client.FieldOwner(subnets.FieldOwner)); err != nil {
+	if err := r.Create(ctx, metallb.AddressPool(c.Allocation, r.Namespace), client.FieldOwner(subnets.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			conditions.MarkFalse(s.tp, netv1.AllocatedCondition, "Allocating", "Another allocator took the block chosen; choosing again")
-			return fmt.Errorf("block %d of pool %s: %w", i, pool.Name, errBlockTaken)
+			return fmt.Errorf("block %d of pool %s: %w", c.Index, pool.Name, errBlockTaken)
 		}
 		return err
 	}
-	r.allocated(s, a)
+	r.allocated(s, c.Allocation)
 	return nil
 }
 

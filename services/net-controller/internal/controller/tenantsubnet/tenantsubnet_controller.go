@@ -6,7 +6,6 @@ import (
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,29 +55,22 @@ type scope struct {
 // Reconcile keeps a tenant namespace's block and Subnet, and releases them once the namespace is
 // no longer a tenant's.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	ns, err := tenants.Namespace(ctx, r.Client, req.Name)
+	ns, ts, err := tenants.Load[netv1.TenantSubnet](ctx, r.Client, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	ts := &netv1.TenantSubnet{}
-	if err := r.Get(ctx, types.NamespacedName{Name: req.Name}, ts); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-		ts = nil
 	}
 	if ns == nil {
 		return ctrl.Result{}, r.reconcileRelease(ctx, req.Name, ts)
 	}
 	if ts == nil {
-		// Its creation brings the namespace back here.
-		ts = &netv1.TenantSubnet{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}
-		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Create(ctx, ts, client.FieldOwner(subnets.FieldOwner)))
+		return ctrl.Result{}, tenants.CreateReport(ctx, r.Client, &netv1.TenantSubnet{
+			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}, subnets.FieldOwner)
 	}
 	s := &scope{ts: ts, ns: ns}
 	helper := patch.NewHelper(ts)
 	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s))
+		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
+		retErr = errors.Join(retErr, status.Write(ctx, helper, ts, s.stall))
 	}()
 	return ctrl.Result{}, r.reconcileNormal(ctx, s)
 }

@@ -44,46 +44,31 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	if err := r.List(ctx, pools); err != nil {
 		return err
 	}
-	pool := subnets.ChoosePool(pools.Items, s.ns.Labels)
-	if pool == nil {
+	// The block the namespace held before (its TenantSubnet says which) is taken again when free:
+	// a Subnet someone else deleted comes back with the same range.
+	pool, c, err := subnets.Choose(ctx, pools.Items, s.ns.Name, s.ns.Labels, s.ts.Status.Pool, s.ts.Status.Subnet, r.usedBlocks)
+	switch {
+	case err != nil:
+		return err
+	case pool == nil:
 		conditions.MarkFalse(s.ts, netv1.AllocatedCondition, netv1.NoPoolReason,
 			fmt.Sprintf("No SubnetPool selects namespace %s", s.ns.Name))
 		return nil
-	}
-	used, err := r.usedBlocks(ctx, pool.Name)
-	if err != nil {
-		return err
-	}
-	n := subnets.Blocks(pool)
-	i, ok := s.previousBlock(pool.Name, n, used)
-	if !ok {
-		i, ok = subnets.Pick(s.ns.Name, n, used)
-	}
-	if !ok {
+	case c.Exhausted:
 		msg := fmt.Sprintf("SubnetPool %s is exhausted: %d of %d blocks are held%s; add CIDRs to the pool or release a namespace",
-			pool.Name, len(used), n, blockSizes(pool))
+			pool.Name, c.Held, c.Blocks, blockSizes(pool))
 		conditions.MarkFalse(s.ts, netv1.AllocatedCondition, netv1.PoolExhaustedReason, msg)
 		s.stall = &conditions.Stall{Reason: netv1.PoolExhaustedReason, Message: msg}
 		return nil
 	}
-	a, err := subnets.Allocate(pool, i, s.ns.Name)
-	if err != nil {
-		return err
-	}
-	if err := r.Create(ctx, subnets.Subnet(a), client.FieldOwner(subnets.FieldOwner)); err != nil {
+	if err := r.Create(ctx, subnets.Subnet(c.Allocation), client.FieldOwner(subnets.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			conditions.MarkFalse(s.ts, netv1.AllocatedCondition, "Allocating", "Another allocator took the block chosen; choosing again")
-			return fmt.Errorf("block %d of pool %s: %w", i, pool.Name, errBlockTaken)
+			return fmt.Errorf("block %d of pool %s: %w", c.Index, pool.Name, errBlockTaken)
 		}
 		return err
 	}
-	return r.allocated(s, a)
-}
-
-// previousBlock is the block the namespace held (its TenantSubnet says which) when it is free
-// again: a Subnet someone else deleted comes back with the same range.
-func (s *scope) previousBlock(pool string, n int64, used map[int64]bool) (int64, bool) {
-	return subnets.Previous(s.ts.Status.Pool, s.ts.Status.Subnet, pool, n, used)
+	return r.allocated(s, c.Allocation)
 }
 
 // keepFirst keeps the namespace's oldest Subnet. There is more than one only when two allocators
