@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -103,10 +104,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		}
 		return nil
 	})
-	loadBalancers := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		svc, ok := o.(*corev1.Service)
-		return ok && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0)
-	})
+	// A Service matters while it is a load balancer or holds an address, and when it stops (an
+	// update is looked at from both sides: one turned into a ClusterIP Service gives its address
+	// back).
+	loadBalancers := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return isLoadBalancer(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return isLoadBalancer(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return isLoadBalancer(e.ObjectOld) || isLoadBalancer(e.ObjectNew) },
+		GenericFunc: func(e event.GenericEvent) bool { return isLoadBalancer(e.Object) },
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tenantaddresspool").
 		// Only creations and deletions: the controller is the one writer of its status.
@@ -118,6 +124,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Watches(&netv1.LoadBalancerPool{}, handler.EnqueueRequestsFromMapFunc(r.waiting)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
+}
+
+// isLoadBalancer: a Service of type LoadBalancer, or one still holding a load-balancer address.
+func isLoadBalancer(o client.Object) bool {
+	svc, ok := o.(*corev1.Service)
+	return ok && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0)
 }
 
 // waiting lists the tenant namespaces without a block: those a pool change may serve.

@@ -397,3 +397,28 @@ func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 }
 
 var _ = time.Second
+
+// A Service that stops being a load balancer gives its address back: the namespace's block is
+// released then, though no Service was deleted.
+func TestABlockIsReleasedWhenItsLastServiceStopsBeingALoadBalancer(t *testing.T) {
+	g, ctx := NewWithT(t), ts.Ctx(t)
+	create(ctx, t, MakePool("demote", "demote").IPv4(30, "198.51.104.0/28").Obj(), ts.TenantNamespace("tenant-demote", "demote"))
+	tp := readyPool(ctx, g, "tenant-demote")
+	svc := loadBalancer("tenant-demote", "web")
+	create(ctx, t, svc)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: netip.MustParsePrefix(tp.Status.IPv4).Addr().Next().String()}}
+	g.Expect(k8s.Status().Update(ctx, svc)).To(Succeed())
+	ts.DropTenantLabel(ctx, t, k8s, "tenant-demote")
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-demote"}, tp)).To(Succeed())
+		g.Expect(conditions.Get(tp, netv1.AddressPoolReadyCondition).Reason).To(Equal(netv1.AddressPoolInUseReason))
+	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
+
+	// The Service becomes a ClusterIP one; MetalLB (played here) takes its address back.
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	g.Expect(k8s.Update(ctx, svc)).To(Succeed())
+	svc.Status.LoadBalancer.Ingress = nil
+	g.Expect(k8s.Status().Update(ctx, svc)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(ownPools(ctx, g, "tenant-demote")).To(BeEmpty()) }).
+		WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
+}
