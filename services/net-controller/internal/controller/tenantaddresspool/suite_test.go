@@ -2,6 +2,9 @@ package tenantaddresspool_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,9 +22,11 @@ import (
 )
 
 // The suite runs the real reconcilers against a real kube-apiserver and etcd, with the chart's CRDs
-// and MetalLB's published CRDs (test/crds/metallb), and kube-controller-manager's resourcequota
-// controller, without which kube-apiserver cannot enforce a tenant's quota. No MetalLB controller
-// runs: the tests play its part where one is needed (a Service's load-balancer address).
+// and MetalLB's published CRDs (test/crds/metallb), kube-controller-manager's resourcequota
+// controller, without which kube-apiserver cannot enforce a tenant's quota, and MetalLB's own
+// controller (built by libs/builder from go.universe.tf/metallb), which gives LoadBalancer
+// Services their addresses from the IPAddressPools the net-controller writes. No speaker runs:
+// nothing is announced.
 var (
 	env *testenv.Env
 	k8s client.WithWatch
@@ -29,6 +34,9 @@ var (
 
 // metallbNS is MetalLB's namespace in the suite.
 const metallbNS = "metallb-system"
+
+// metallbLog is where MetalLB's controller logs.
+var metallbLog string
 
 func TestMain(m *testing.M) { ts.Main(m, run) }
 
@@ -50,12 +58,19 @@ func run(m *testing.M) (int, error) {
 	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metallbNS}}); err != nil {
 		return 0, err
 	}
+	if err := startMetalLB(); err != nil {
+		return 0, err
+	}
 	stop, err := startManager()
 	if err != nil {
 		return 0, err
 	}
 	defer stop()
-	return m.Run(), nil
+	code := m.Run()
+	if log, err := os.ReadFile(metallbLog); code != 0 && err == nil {
+		fmt.Fprintf(os.Stderr, "--- metallb-controller log (last 8 KiB):\n%s\n", log[max(0, len(log)-8192):])
+	}
+	return code, nil
 }
 
 // startManager runs the reconcilers as the binary does with --metallb-namespace.
@@ -67,4 +82,22 @@ func startManager() (func(), error) {
 		}
 		return (&loadbalancerpool.Reconciler{Client: mgr.GetClient(), Namespace: metallbNS}).SetupWithManager(mgr)
 	})
+}
+
+// startMetalLB runs MetalLB's controller (no webhook, no metrics) on MetalLB's namespace.
+func startMetalLB() error {
+	bin, err := testenv.BinDir()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(bin, "metallb-controller")); err != nil {
+		return fmt.Errorf("MetalLB's controller is not built (run make tools): %w", err)
+	}
+	logDir, err := os.MkdirTemp("", "metallb-")
+	if err != nil {
+		return err
+	}
+	metallbLog = filepath.Join(logDir, "metallb-controller.log")
+	return env.StartProcess("metallb-controller", logDir, nil, "--namespace="+metallbNS, "--webhook-mode=disabled",
+		"--port=0", "--disable-cert-rotation", "--log-level=info")
 }
