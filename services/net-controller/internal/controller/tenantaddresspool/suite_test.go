@@ -70,6 +70,9 @@ func run(m *testing.M) (int, error) {
 	if log, err := os.ReadFile(metallbLog); code != 0 && err == nil {
 		fmt.Fprintf(os.Stderr, "--- metallb-controller log (last 8 KiB):\n%s\n", log[max(0, len(log)-8192):])
 	}
+	if code == 0 {
+		_ = os.RemoveAll(filepath.Dir(metallbLog))
+	}
 	return code, nil
 }
 
