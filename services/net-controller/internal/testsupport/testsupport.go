@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -115,6 +117,20 @@ func StartManager(cfg *rest.Config, scheme *kruntime.Scheme, setup func(ctrl.Man
 		return nil, fmt.Errorf("cache did not sync")
 	}
 	return func() { cancel(); <-done }, nil
+}
+
+// Ready waits until the object of type T named by key is Ready for its generation, and returns it.
+func Ready[T any, P interface {
+	*T
+	client.Object
+	conditions.Setter
+}](ctx context.Context, g gomega.Gomega, c client.Client, key types.NamespacedName) P {
+	var obj P = new(T)
+	g.Eventually(func(g gomega.Gomega) {
+		g.Expect(c.Get(ctx, key, obj)).To(gomega.Succeed())
+		g.Expect(conditions.IsReady(obj)).To(gomega.BeTrue(), "%T %s: %v", obj, key, obj.GetConditions())
+	}).WithTimeout(Timeout).WithPolling(Interval).Should(gomega.Succeed())
+	return obj
 }
 
 // Ctx is a test's context, cancelled when it ends.

@@ -71,6 +71,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	s := &scope{tp: tp, ns: ns}
 	helper := patch.NewHelper(tp)
 	defer func() {
+		if errors.Is(retErr, errBlockTaken) {
+			return // retried at once, and reported only by whoever holds the block
+		}
 		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
 		retErr = errors.Join(retErr, status.Write(ctx, helper, tp, s.stall))
 	}()

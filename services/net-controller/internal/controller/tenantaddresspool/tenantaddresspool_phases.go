@@ -22,7 +22,8 @@ import (
 )
 
 // errBlockTaken: the block chosen was claimed by another allocator between the read and the
-// create; the next attempt sees it and picks another.
+// create; the next attempt sees it and picks another. The attempt writes no status: the other
+// allocator may be another replica serving this very namespace, whose status is the truth.
 var errBlockTaken = errors.New("block taken concurrently")
 
 // reconcileAllocation finds the namespace's block, or allocates one. The ledger is the
@@ -64,7 +65,6 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	}
 	if err := r.Create(ctx, metallb.AddressPool(c.Allocation, r.Namespace), client.FieldOwner(subnets.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			conditions.MarkFalse(s.tp, netv1.AllocatedCondition, "Allocating", "Another allocator took the block chosen; choosing again")
 			return fmt.Errorf("block %d of pool %s: %w", c.Index, pool.Name, errBlockTaken)
 		}
 		return err

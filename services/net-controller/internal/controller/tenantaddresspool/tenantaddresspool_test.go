@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/testenv"
@@ -62,12 +63,7 @@ func create(ctx context.Context, t *testing.T, objs ...client.Object) {
 
 // readyPool waits until the namespace's TenantAddressPool is Ready.
 func readyPool(ctx context.Context, g Gomega, name string) *netv1.TenantAddressPool {
-	tp := &netv1.TenantAddressPool{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: name}, tp)).To(Succeed())
-		g.Expect(conditions.IsReady(tp)).To(BeTrue(), "TenantAddressPool %s: %v", name, tp.Status.Conditions)
-	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
-	return tp
+	return ts.Ready[netv1.TenantAddressPool](ctx, g, k8s, types.NamespacedName{Name: name})
 }
 
 // getMetalLB reads a MetalLB object in MetalLB's namespace.
@@ -438,4 +434,34 @@ func TestABlockIsReleasedWhenItsLastServiceStopsBeingALoadBalancer(t *testing.T)
 	g.Expect(k8s.Update(ctx, svc)).To(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(ownPools(ctx, g, "tenant-demote")).To(BeEmpty()) }).
 		WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
+}
+
+// An allocator that loses the race for a block retries and writes nothing meanwhile: its "choosing
+// again" must not overwrite the status of the winner, which may be another replica serving the
+// same namespace.
+func TestALostRaceLeavesTheWinnersStatusAlone(t *testing.T) {
+	g, ctx := NewWithT(t), ts.Ctx(t)
+	create(ctx, t, MakePool("lost", "lost").IPv4(29, "198.51.106.0/29").Obj(), ts.TenantNamespace("tenant-lblost", "lost"))
+	won := readyPool(ctx, g, "tenant-lblost")
+
+	// The loser's view: the moment before the winner's IPAddressPool appeared.
+	blind := interceptor.NewClient(k8s, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if ml, ok := list.(*metav1.PartialObjectMetadataList); ok && ml.Kind == "IPAddressPoolList" {
+				ml.Items = nil
+			}
+			return nil
+		},
+	})
+	loser := &tenantaddresspool.Reconciler{Client: blind, APIReader: blind, Namespace: metallbNS}
+	_, err := loser.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-lblost"}})
+	g.Expect(err).To(HaveOccurred(), "the block was taken: the loser retries")
+
+	after := &netv1.TenantAddressPool{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-lblost"}, after)).To(Succeed())
+	g.Expect(conditions.IsReady(after)).To(BeTrue(), "%v", after.Status.Conditions)
+	g.Expect(after.ResourceVersion).To(Equal(won.ResourceVersion))
 }

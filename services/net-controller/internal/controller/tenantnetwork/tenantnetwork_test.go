@@ -52,12 +52,7 @@ func namespace(name string) *corev1.Namespace {
 }
 
 func ready(ctx context.Context, g Gomega, ns, name string) *netv1.TenantNetwork {
-	tn := &netv1.TenantNetwork{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, tn)).To(Succeed())
-		g.Expect(conditions.IsReady(tn)).To(BeTrue(), "TenantNetwork %s/%s: %v", ns, name, tn.Status.Conditions)
-	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-	return tn
+	return support.Ready[netv1.TenantNetwork](ctx, g, k8s, types.NamespacedName{Namespace: ns, Name: name})
 }
 
 func nbctl(g Gomega, args ...string) string {

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
@@ -58,12 +57,7 @@ func create(ctx context.Context, t *testing.T, objs ...client.Object) {
 
 // readyTenantSubnet waits until the namespace's TenantSubnet is Ready for its generation.
 func readyTenantSubnet(ctx context.Context, g Gomega, name string) *netv1.TenantSubnet {
-	ts := &netv1.TenantSubnet{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: name}, ts)).To(Succeed())
-		g.Expect(conditions.IsReady(ts)).To(BeTrue(), "TenantSubnet %s: %v", name, ts.Status.Conditions)
-	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-	return ts
+	return support.Ready[netv1.TenantSubnet](ctx, g, k8s, types.NamespacedName{Name: name})
 }
 
 // ownSubnets lists the Subnets the controller holds for a namespace.

@@ -69,6 +69,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	s := &scope{ts: ts, ns: ns}
 	helper := patch.NewHelper(ts)
 	defer func() {
+		if errors.Is(retErr, errBlockTaken) {
+			return // retried at once, and reported only by whoever holds the block
+		}
 		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
 		retErr = errors.Join(retErr, status.Write(ctx, helper, ts, s.stall))
 	}()

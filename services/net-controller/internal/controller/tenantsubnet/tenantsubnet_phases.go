@@ -22,7 +22,8 @@ import (
 const subnetNameLabel = "ovn.kubernetes.io/subnet"
 
 // errBlockTaken: the block chosen was claimed by another allocator between the read and the
-// create; the next attempt sees it and picks another.
+// create; the next attempt sees it and picks another. The attempt writes no status: the other
+// allocator may be another replica serving this very namespace, whose status is the truth.
 var errBlockTaken = errors.New("block taken concurrently")
 
 // reconcileAllocation finds the namespace's block, or allocates one.
@@ -63,7 +64,6 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	}
 	if err := r.Create(ctx, subnets.Subnet(c.Allocation), client.FieldOwner(subnets.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			conditions.MarkFalse(s.ts, netv1.AllocatedCondition, "Allocating", "Another allocator took the block chosen; choosing again")
 			return fmt.Errorf("block %d of pool %s: %w", c.Index, pool.Name, errBlockTaken)
 		}
 		return err
