@@ -66,11 +66,16 @@ func L2Advertisement(pool *netv1.LoadBalancerPool, namespace string) *unstructur
 		ifs = append(ifs, i)
 	}
 	spec["interfaces"] = ifs
-	l := PoolSelector(pool.Name)
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{"name": pool.Name, "namespace": namespace, "labels": subnets.ToAny(l)},
-		"spec":     spec,
-	}}
+	meta := map[string]any{"name": pool.Name, "namespace": namespace, "labels": subnets.ToAny(PoolSelector(pool.Name))}
+	if pool.UID != "" {
+		// Should the pool go without the controller (its finalizer removed by hand), the garbage
+		// collector takes the advertisement with it.
+		meta["ownerReferences"] = []any{map[string]any{
+			"apiVersion": netv1.GroupVersion.String(), "kind": "LoadBalancerPool",
+			"name": pool.Name, "uid": string(pool.UID), "controller": true,
+		}}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": meta, "spec": spec}}
 	u.SetGroupVersionKind(L2AdvertisementGVK)
 	return u
 }

@@ -380,7 +380,7 @@ func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		cur := &netv1.LoadBalancerPool{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, cur)).To(Succeed())
-		g.Expect(conditions.Get(cur, "Ready").Message).To(Equal("Waiting for 1 tenant namespaces to release their blocks"))
+		g.Expect(conditions.Get(cur, "Ready")).To(HaveField("Message", "Waiting for 1 tenant namespaces to release their blocks"))
 	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
 	_, err := getMetalLB(ctx, l2Advertisement, "gone")
 	g.Expect(err).NotTo(HaveOccurred(), "the advertisement of a pool whose addresses are held is gone")

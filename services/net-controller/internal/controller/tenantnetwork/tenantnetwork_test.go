@@ -151,7 +151,7 @@ func TestDeletingANetworkRemovesItsRowsOnceNoWorkloadIsAttached(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		cur := &netv1.TenantNetwork{}
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tn), cur)).To(Succeed())
-		g.Expect(conditions.Get(cur, "Ready").Message).To(ContainSubstring("workload ports"))
+		g.Expect(conditions.Get(cur, "Ready")).To(HaveField("Message", ContainSubstring("workload ports")))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	g.Expect(nbctl(g, "ls-list")).To(ContainSubstring(tn.Status.Switch))
 

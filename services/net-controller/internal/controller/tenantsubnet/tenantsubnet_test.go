@@ -225,7 +225,7 @@ func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		cur := &netv1.SubnetPool{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, cur)).To(Succeed())
-		g.Expect(conditions.Get(cur, "Ready").Message).To(Equal("Waiting for 1 tenant namespaces to release their blocks"))
+		g.Expect(conditions.Get(cur, "Ready")).To(HaveField("Message", "Waiting for 1 tenant namespaces to release their blocks"))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	// While it is held, a new pool over the same range hands out nothing.
 	create(ctx, t, MakePool("gone-again", "gone-again").IPv4(24, "10.68.0.0/16").Obj())
