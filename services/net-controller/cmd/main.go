@@ -1,5 +1,5 @@
-// Command net-controller gives tenant namespaces their Kube-OVN subnets from SubnetPools and
-// programs TenantNetworks into OVN.
+// Command net-controller gives tenant namespaces their Kube-OVN subnets from SubnetPools and their
+// load-balancer addresses from LoadBalancerPools (MetalLB), and programs TenantNetworks into OVN.
 package main
 
 import (
@@ -17,8 +17,10 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/addresses"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/loadbalancerpool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/routingpolicy"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/subnetpool"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantaddresspool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantsubnet"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/ovn"
@@ -33,10 +35,11 @@ func main() {
 	flag.StringVar(&nw.external, "external-cidr", "100.64.0.0/16", "The platform's external (transit) range TenantNetworks' SNAT and floating addresses come from.")
 	flag.IntVar(&nw.perNamespace, "external-ips-per-namespace", 8, "External addresses the TenantNetworks of one namespace may hold together.")
 	flag.IntVar(&nw.concurrency, "network-concurrency", 4, "TenantNetworks reconciled in parallel (their OVN changes share transactions).")
+	metallbNS := flag.String("metallb-namespace", "", "MetalLB's namespace, where tenants' IPAddressPools and the pools' L2Advertisements are written; empty leaves LoadBalancerPools alone (MetalLB is not installed).")
 	flag.Parse()
 	opts.WebhookPort = 0 // validation is in the CRDs' schemas; there is no webhook
 
-	if err := run(opts, *concurrency, nw); err != nil {
+	if err := run(opts, *concurrency, nw, *metallbNS); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Net controller failed")
 		os.Exit(1)
 	}
@@ -59,7 +62,7 @@ type networkFlags struct {
 	perNamespace, concurrency int
 }
 
-func run(opts manager.Options, concurrency int, nw networkFlags) error {
+func run(opts manager.Options, concurrency int, nw networkFlags, metallbNS string) error {
 	scheme, err := Scheme()
 	if err != nil {
 		return err
@@ -81,6 +84,17 @@ func run(opts manager.Options, concurrency int, nw networkFlags) error {
 	}
 	if err := (&routingpolicy.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if metallbNS != "" {
+		if err := (&tenantaddresspool.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(opts.Name),
+			Namespace: metallbNS,
+		}).SetupWithManager(mgr, concurrency); err != nil {
+			return err
+		}
+		if err := (&loadbalancerpool.Reconciler{Client: mgr.GetClient(), Namespace: metallbNS}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if nw.nb != "" {

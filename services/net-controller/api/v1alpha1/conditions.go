@@ -16,6 +16,14 @@ const (
 	OVNReadyCondition = "OVNReady"
 	// AppliedCondition (NodeRouting): every selected policy's rules and routes are on the node.
 	AppliedCondition = "Applied"
+	// AddressPoolReadyCondition (TenantAddressPool): the MetalLB IPAddressPool holding the block is
+	// written, usable only by the namespace's Services.
+	AddressPoolReadyCondition = "AddressPoolReady"
+	// AdvertisedCondition (LoadBalancerPool): the pool's L2Advertisement is written.
+	AdvertisedCondition = "Advertised"
+	// RoutedCondition (LoadBalancerPool): the RoutingPolicy derived from the pool's routing is
+	// written (or there is none to write).
+	RoutedCondition = "Routed"
 )
 
 // Reasons used in conditions.
@@ -41,6 +49,10 @@ const (
 	UnknownInterfaceReason = "UnknownInterface"
 	// ApplyFailedReason: the kernel refused a rule or route.
 	ApplyFailedReason = "ApplyFailed"
+	// AddressPoolInUseReason: a released namespace's addresses are still held by Services.
+	AddressPoolInUseReason = "AddressPoolInUse"
+	// NotOwnedReason: an object of the name the controller wants exists and is not the controller's.
+	NotOwnedReason = "NotOwned"
 )
 
 // Labels the net-controller puts on what it creates.
@@ -103,3 +115,39 @@ func (r *RoutingPolicy) GetObservedGeneration() int64 { return r.Status.Observed
 
 // SetObservedGeneration implements meta.ObjectWithConditions.
 func (r *RoutingPolicy) SetObservedGeneration(g int64) { r.Status.ObservedGeneration = g }
+
+// GetConditions implements meta.ObjectWithConditions.
+func (p *LoadBalancerPool) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions implements meta.ObjectWithConditions.
+func (p *LoadBalancerPool) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }
+
+// GetObservedGeneration implements meta.ObjectWithConditions.
+func (p *LoadBalancerPool) GetObservedGeneration() int64 { return p.Status.ObservedGeneration }
+
+// SetObservedGeneration implements meta.ObjectWithConditions.
+func (p *LoadBalancerPool) SetObservedGeneration(g int64) { p.Status.ObservedGeneration = g }
+
+// GetConditions implements meta.ObjectWithConditions.
+func (t *TenantAddressPool) GetConditions() []metav1.Condition { return t.Status.Conditions }
+
+// SetConditions implements meta.ObjectWithConditions.
+func (t *TenantAddressPool) SetConditions(c []metav1.Condition) { t.Status.Conditions = c }
+
+// GetObservedGeneration implements meta.ObjectWithConditions.
+func (t *TenantAddressPool) GetObservedGeneration() int64 { return t.Status.ObservedGeneration }
+
+// SetObservedGeneration implements meta.ObjectWithConditions.
+func (t *TenantAddressPool) SetObservedGeneration(g int64) { t.Status.ObservedGeneration = g }
+
+// Ranges are the pool's address families.
+func (p *SubnetPool) Ranges() (ipv4, ipv6 *BlockRange) { return p.Spec.IPv4, p.Spec.IPv6 }
+
+// Selector chooses the tenant namespaces drawing from the pool (nil: all).
+func (p *SubnetPool) Selector() *metav1.LabelSelector { return p.Spec.NamespaceSelector }
+
+// Ranges are the pool's address families.
+func (p *LoadBalancerPool) Ranges() (ipv4, ipv6 *BlockRange) { return p.Spec.IPv4, p.Spec.IPv6 }
+
+// Selector chooses the tenant namespaces drawing from the pool (nil: all).
+func (p *LoadBalancerPool) Selector() *metav1.LabelSelector { return p.Spec.NamespaceSelector }

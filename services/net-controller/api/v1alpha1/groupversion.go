@@ -18,6 +18,8 @@ var (
 			&TenantNetwork{}, &TenantNetworkList{},
 			&RoutingPolicy{}, &RoutingPolicyList{},
 			&NodeRouting{}, &NodeRoutingList{},
+			&LoadBalancerPool{}, &LoadBalancerPoolList{},
+			&TenantAddressPool{}, &TenantAddressPoolList{},
 		)
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil

@@ -1,13 +1,16 @@
 package subnets
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math/big"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -40,9 +43,10 @@ func FamilyBlocks(r *netv1.BlockRange) int64 {
 
 // Blocks is how many tenant blocks the pool holds: block i takes the i-th block of each family the
 // pool has, so a dual-stack pool holds as many as its smaller family.
-func Blocks(p *netv1.SubnetPool) int64 {
+func Blocks(p Pool) int64 {
 	n := int64(-1)
-	for _, r := range []*netv1.BlockRange{p.Spec.IPv4, p.Spec.IPv6} {
+	v4, v6 := p.Ranges()
+	for _, r := range []*netv1.BlockRange{v4, v6} {
 		if r == nil {
 			continue
 		}
@@ -102,6 +106,84 @@ func Pick(namespace string, n int64, used map[int64]bool) (int64, bool) {
 // API server admits one object of a name, so two allocators cannot both hand out block i.
 func SubnetName(pool string, i int64) string { return pool + "-" + strconv.FormatInt(i, 10) }
 
+// FormatIndex is a block index as the annotation records it.
+func FormatIndex(i int64) string { return strconv.FormatInt(i, 10) }
+
+// IndexOf is the block of pool that an object named <pool>-<i> claims; ok is false for any other
+// name (a claim's name is exactly the pool, a dash and the index in decimal).
+func IndexOf(name, pool string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, pool+"-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.ParseInt(rest, 10, 64)
+	return i, err == nil && i >= 0 && strconv.FormatInt(i, 10) == rest
+}
+
+// Used are the blocks of pool claimed by objects of these names, whoever made them: an object
+// named pool-i that is not the controller's still keeps block i from being handed out.
+func Used(names []string, pool string) map[int64]bool {
+	used := map[int64]bool{}
+	for _, n := range names {
+		if i, ok := IndexOf(n, pool); ok {
+			used[i] = true
+		}
+	}
+	return used
+}
+
+// Previous is the block a namespace held before (the claim named in its status) when it is free
+// again: a claim someone else deleted comes back with the same range, so the addresses workloads
+// still hold stay valid.
+func Previous(prevPool, prevClaim, pool string, n int64, used map[int64]bool) (int64, bool) {
+	if prevPool != pool {
+		return 0, false
+	}
+	i, ok := IndexOf(prevClaim, pool)
+	if !ok || i >= n || used[i] {
+		return 0, false
+	}
+	return i, true
+}
+
+// SortOldest orders claims oldest first (by creation, then name): when two allocators raced for
+// one namespace, the first keeps it.
+func SortOldest[T any, P interface {
+	*T
+	metav1.Object
+}](claims []T) {
+	slices.SortFunc(claims, func(a, b T) int {
+		pa, pb := P(&a), P(&b)
+		ca, cb := pa.GetCreationTimestamp(), pb.GetCreationTimestamp()
+		if c := ca.Compare(cb.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(pa.GetName(), pb.GetName())
+	})
+}
+
+// Contains reports whether every field set in want has that value in have (lists compared whole):
+// an object applied with only the fields the controller owns is converged when it contains them.
+func Contains(have, want map[string]any) bool {
+	for k, w := range want {
+		h, ok := have[k]
+		if !ok {
+			return false
+		}
+		if wm, isMap := w.(map[string]any); isMap {
+			hm, ok := h.(map[string]any)
+			if !ok || !Contains(hm, wm) {
+				return false
+			}
+			continue
+		}
+		if !equality.Semantic.DeepEqual(h, w) {
+			return false
+		}
+	}
+	return true
+}
+
 // BlockIndex reads the block index a Subnet made by this controller records.
 func BlockIndex(annotations map[string]string) (int64, bool) {
 	i, err := strconv.ParseInt(annotations[netv1.AnnotationBlock], 10, 64)
@@ -109,25 +191,37 @@ func BlockIndex(annotations map[string]string) (int64, bool) {
 }
 
 // Selects reports whether pool draws for a namespace with these labels.
-func Selects(pool *netv1.SubnetPool, nsLabels map[string]string) (bool, error) {
-	if pool.Spec.NamespaceSelector == nil {
+func Selects(pool Pool, nsLabels map[string]string) (bool, error) {
+	if pool.Selector() == nil {
 		return true, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(pool.Spec.NamespaceSelector)
+	sel, err := metav1.LabelSelectorAsSelector(pool.Selector())
 	if err != nil {
 		return false, err
 	}
 	return sel.Matches(labels.Set(nsLabels)), nil
 }
 
+// Pool is a platform range tenant namespaces draw blocks from: a SubnetPool or a LoadBalancerPool.
+type Pool interface {
+	metav1.Object
+	Ranges() (ipv4, ipv6 *netv1.BlockRange)
+	Selector() *metav1.LabelSelector
+}
+
 // ChoosePool returns the pool a namespace draws from: the first by name that selects it and does
 // not overlap an older pool; nil when there is none.
-func ChoosePool(pools []netv1.SubnetPool, nsLabels map[string]string) *netv1.SubnetPool {
-	sorted := slices.Clone(pools)
-	slices.SortFunc(sorted, func(a, b netv1.SubnetPool) int { return cmpString(a.Name, b.Name) })
-	for i := range sorted {
-		p := &sorted[i]
-		if !p.DeletionTimestamp.IsZero() || Overlapping(p, pools) != "" {
+func ChoosePool[T any, P interface {
+	*T
+	Pool
+}](pools []T, nsLabels map[string]string) P {
+	sorted := make([]P, len(pools))
+	for i := range pools {
+		sorted[i] = &pools[i]
+	}
+	slices.SortFunc(sorted, func(a, b P) int { return strings.Compare(a.GetName(), b.GetName()) })
+	for _, p := range sorted {
+		if p.GetDeletionTimestamp() != nil || Overlapping(p, pools) != "" {
 			continue
 		}
 		if ok, err := Selects(p, nsLabels); err == nil && ok {
@@ -139,24 +233,30 @@ func ChoosePool(pools []netv1.SubnetPool, nsLabels map[string]string) *netv1.Sub
 
 // Overlapping names an older pool (by creation, then name) whose ranges overlap p's, or "".
 // The older pool keeps its ranges; the younger one hands out nothing.
-func Overlapping(p *netv1.SubnetPool, pools []netv1.SubnetPool) string {
+func Overlapping[T any, P interface {
+	*T
+	Pool
+}](p P, pools []T) string {
 	for i := range pools {
-		o := &pools[i]
-		if o.Name == p.Name || !older(o, p) {
+		var o P = &pools[i]
+		if o.GetName() == p.GetName() || !older(o, p) {
 			continue
 		}
-		if overlap(p.Spec.IPv4, o.Spec.IPv4) || overlap(p.Spec.IPv6, o.Spec.IPv6) {
-			return o.Name
+		p4, p6 := p.Ranges()
+		o4, o6 := o.Ranges()
+		if overlap(p4, o4) || overlap(p6, o6) {
+			return o.GetName()
 		}
 	}
 	return ""
 }
 
-func older(a, b *netv1.SubnetPool) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+func older(a, b Pool) bool {
+	ca, cb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+	if !ca.Equal(&cb) {
+		return ca.Before(&cb)
 	}
-	return a.Name < b.Name
+	return a.GetName() < b.GetName()
 }
 
 func overlap(a, b *netv1.BlockRange) bool {
@@ -177,12 +277,39 @@ func overlap(a, b *netv1.BlockRange) bool {
 	return false
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// Choice is the block a namespace gets next from the pool that selects it.
+type Choice struct {
+	Allocation
+	// Exhausted: every block of the pool is held (Held of Blocks); Allocation is empty.
+	Exhausted    bool
+	Held, Blocks int64
+}
+
+// Choose picks a namespace's next block: the pool that selects it (nil when none does), and in it
+// the block the namespace held before (prevPool, prevClaim: what its report says) when that is free
+// again, else Pick's. used lists the blocks of a pool held (by the claims' names).
+func Choose[T any, P interface {
+	*T
+	Pool
+}](ctx context.Context, pools []T, ns string, nsLabels map[string]string, prevPool, prevClaim string,
+	used func(ctx context.Context, pool string) (map[int64]bool, error)) (P, Choice, error) {
+	pool := ChoosePool[T, P](pools, nsLabels)
+	if pool == nil {
+		return nil, Choice{}, nil
 	}
-	return 0
+	held, err := used(ctx, pool.GetName())
+	if err != nil {
+		return pool, Choice{}, err
+	}
+	c := Choice{Held: int64(len(held)), Blocks: Blocks(pool)}
+	i, ok := Previous(prevPool, prevClaim, pool.GetName(), c.Blocks, held)
+	if !ok {
+		i, ok = Pick(ns, c.Blocks, held)
+	}
+	if !ok {
+		c.Exhausted = true
+		return pool, c, nil
+	}
+	c.Allocation, err = Allocate(pool, i, ns)
+	return pool, c, err
 }

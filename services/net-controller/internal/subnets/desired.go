@@ -1,6 +1,7 @@
 package subnets
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -29,16 +30,17 @@ type Allocation struct {
 }
 
 // Allocate computes block i of pool for namespace.
-func Allocate(pool *netv1.SubnetPool, i int64, namespace string) (Allocation, error) {
-	a := Allocation{Pool: pool.Name, Index: i, Namespace: namespace}
-	if r := pool.Spec.IPv4; r != nil {
+func Allocate(pool Pool, i int64, namespace string) (Allocation, error) {
+	a := Allocation{Pool: pool.GetName(), Index: i, Namespace: namespace}
+	v4, v6 := pool.Ranges()
+	if r := v4; r != nil {
 		p, err := Block(r, i)
 		if err != nil {
 			return a, err
 		}
 		a.IPv4 = p.String()
 	}
-	if r := pool.Spec.IPv6; r != nil {
+	if r := v6; r != nil {
 		p, err := Block(r, i)
 		if err != nil {
 			return a, err
@@ -79,8 +81,8 @@ func Subnet(a Allocation) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{
 			"name":        SubnetName(a.Pool, a.Index),
-			"labels":      toAny(SubnetLabels(a)),
-			"annotations": map[string]any{netv1.AnnotationBlock: strconv.FormatInt(a.Index, 10)},
+			"labels":      ToAny(SubnetLabels(a)),
+			"annotations": map[string]any{netv1.AnnotationBlock: FormatIndex(a.Index)},
 		},
 		"spec": map[string]any{
 			"protocol":    a.Protocol(),
@@ -102,10 +104,33 @@ func SubnetLabels(a Allocation) map[string]string {
 	return l
 }
 
-func toAny(m map[string]string) map[string]any {
+// ToAny converts labels to their unstructured form.
+func ToAny(m map[string]string) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		out[k] = v
 	}
 	return out
+}
+
+// Addresses says how many addresses the allocation holds, per family ("8", or "8 IPv4, 2^64
+// IPv6" for a dual-stack one).
+func (a Allocation) Addresses() string {
+	var parts []string
+	for _, c := range []string{a.IPv4, a.IPv6} {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			continue
+		}
+		bits := p.Addr().BitLen() - p.Bits()
+		n := "2^" + strconv.Itoa(bits)
+		if bits < 20 {
+			n = strconv.Itoa(1 << bits)
+		}
+		if a.IPv4 != "" && a.IPv6 != "" {
+			n += map[bool]string{true: " IPv4", false: " IPv6"}[p.Addr().Is4()]
+		}
+		parts = append(parts, n)
+	}
+	return strings.Join(parts, ", ")
 }

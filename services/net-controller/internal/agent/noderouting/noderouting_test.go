@@ -2,9 +2,7 @@ package noderouting_test
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,12 +10,9 @@ import (
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -26,6 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/agent/noderouting"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/nstest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/routing"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 const (
@@ -100,11 +96,11 @@ func TestANodeAppliesItsPolicyAndReportsIt(t *testing.T) {
 	g.Eventually(func() string { return hs.OutOf(t, "192.0.2.7", "10.2.0.2") }).WithTimeout(timeout).WithPolling(interval).Should(Equal("eth2"))
 
 	// Converged: a reconcile writes nothing, to the API or to the kernel.
-	writes := &writeCounter{}
-	fresh := &noderouting.Reconciler{Client: writes.wrap(k8s), NodeName: "node-a", Applier: &routing.Applier{H: hs.H}}
+	writes := &support.WriteCounter{}
+	fresh := &noderouting.Reconciler{Client: writes.Wrap(k8s), NodeName: "node-a", Applier: &routing.Applier{H: hs.H}}
 	_, err := fresh.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "node-a"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(writes.calls).To(BeEmpty())
+	g.Expect(writes.Calls()).To(BeEmpty())
 	want := routing.Desired([]netv1.RoutingPolicy{*policy("node-a-storage", "node-a", 10000, "eth2")}, map[string]string{"case": "node-a"}, fresh.Applier.Links)
 	n, err := fresh.Applier.Apply(want)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -133,37 +129,4 @@ func TestAPolicyNamingAnUnknownInterfaceIsReportedPerNode(t *testing.T) {
 		g.Expect(conditions.Get(p, "Ready").Message).To(Equal(
 			"Refused by 1 of 1 nodes: node-b: RoutingPolicy node-b-typo: spec.routes[0].device names interface eth9, which the node does not have"))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-}
-
-// writeCounter records the writing requests a client sends (even no-ops).
-type writeCounter struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (w *writeCounter) add(verb string, obj any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.calls = append(w.calls, fmt.Sprintf("%s %T", verb, obj))
-}
-
-func (w *writeCounter) wrap(c client.WithWatch) client.WithWatch {
-	return interceptor.NewClient(c, interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
-			w.add("create", o)
-			return c.Create(ctx, o, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-			w.add("patch", o)
-			return c.Patch(ctx, o, p, opts...)
-		},
-		Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			w.add("apply", o)
-			return c.Apply(ctx, o, opts...)
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			w.add("patch/"+sub, o)
-			return c.SubResource(sub).Patch(ctx, o, p, opts...)
-		},
-	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,15 +16,15 @@ import (
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/routingpolicy"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/nstest"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 // The suite runs the agent's reconciler against a real kube-apiserver and etcd, on real network
 // namespaces (each test its own host). The control plane is started outside any user namespace
 // the tests may run in: only the host namespaces need one.
 var (
-	env      *testenv.Env
-	k8s      client.WithWatch
-	chartDir = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "net-controller")
+	env *testenv.Env
+	k8s client.WithWatch
 )
 
 func TestMain(m *testing.M) { os.Exit(nstest.Main(runSuite{m})) }
@@ -38,7 +37,7 @@ func (r runSuite) Run() int {
 	_ = clientgoscheme.AddToScheme(s)
 	_ = netv1.AddToScheme(s)
 	var err error
-	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Scheme: s})
+	env, err = testenv.Start(testenv.Options{CRDDirs: []string{support.ChartCRDs()}, Scheme: s})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

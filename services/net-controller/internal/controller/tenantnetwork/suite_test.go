@@ -2,21 +2,16 @@ package tenantnetwork_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
@@ -24,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/addresses"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/ovn"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 // The suite runs the real reconciler against a real kube-apiserver and etcd, and a real OVN
@@ -33,26 +29,12 @@ var (
 	k8s      client.WithWatch
 	ovnProcs *testenv.OVN
 	nb       *ovn.Programmer
-	chartDir = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "net-controller")
 	// external is the suite's external range; perNamespace its per-namespace limit.
 	external     = addresses.Range{Prefix: netip.MustParsePrefix("100.64.0.0/24")}
 	perNamespace = 3
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	level := zapcore.ErrorLevel
-	if testing.Verbose() {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { support.Main(m, run) }
 
 func run(m *testing.M) (int, error) {
 	s := runtime.NewScheme()
@@ -63,7 +45,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer func() { _ = ovnProcs.Stop() }()
-	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join(chartDir, "crds")}, Scheme: s})
+	env, err = testenv.Start(testenv.Options{CRDDirs: []string{support.ChartCRDs()}, Scheme: s})
 	if err != nil {
 		return 0, err
 	}

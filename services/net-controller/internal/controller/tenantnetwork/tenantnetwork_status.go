@@ -3,30 +3,14 @@ package tenantnetwork
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/tenants"
 )
 
 // writeStatus is the one place a TenantNetwork's conditions are written: it summarises the domain
 // conditions into Ready/Reconciling/Stalled, patches only when something changed, and posts an
 // Event when Ready flips.
 func (r *Reconciler) writeStatus(ctx context.Context, helper *patch.Helper, s *scope) error {
-	if s.tn.DeletionTimestamp.IsZero() {
-		conditions.Summarize(s.tn, domainConditions, s.stall)
-	}
-	flipped := conditions.ReadyFlipped(helper.Before().(conditions.Setter), s.tn)
-	if _, err := helper.Status(ctx, r.Client, s.tn); err != nil {
-		return err
-	}
-	if flipped != nil && r.Recorder != nil {
-		kind := corev1.EventTypeNormal
-		if flipped.Status != metav1.ConditionTrue {
-			kind = corev1.EventTypeWarning
-		}
-		r.Recorder.Eventf(s.tn, nil, kind, flipped.Reason, "Reconcile", "%s", flipped.Message)
-	}
-	return nil
+	status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
+	return status.Write(ctx, helper, s.tn, s.stall)
 }

@@ -5,35 +5,28 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 const (
-	timeout  = time.Minute
-	interval = 100 * time.Millisecond
+	timeout  = support.Timeout
+	interval = support.Interval
 )
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+var ctxFor = support.Ctx
 
 // NetworkBuilder builds TenantNetworks: MakeNetwork("net", "tenant-a", "10.0.0.0/24").SNAT().Obj().
 type NetworkBuilder struct{ n netv1.TenantNetwork }
@@ -51,11 +44,7 @@ func (b *NetworkBuilder) Obj() *netv1.TenantNetwork { return b.n.DeepCopy() }
 
 func create(ctx context.Context, t *testing.T, objs ...client.Object) {
 	t.Helper()
-	for _, o := range objs {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	support.Create(ctx, t, k8s, objs...)
 }
 
 func namespace(name string) *corev1.Namespace {
@@ -63,12 +52,7 @@ func namespace(name string) *corev1.Namespace {
 }
 
 func ready(ctx context.Context, g Gomega, ns, name string) *netv1.TenantNetwork {
-	tn := &netv1.TenantNetwork{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, tn)).To(Succeed())
-		g.Expect(conditions.IsReady(tn)).To(BeTrue(), "TenantNetwork %s/%s: %v", ns, name, tn.Status.Conditions)
-	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-	return tn
+	return support.Ready[netv1.TenantNetwork](ctx, g, k8s, types.NamespacedName{Namespace: ns, Name: name})
 }
 
 func nbctl(g Gomega, args ...string) string {
@@ -129,15 +113,15 @@ func TestAConvergedNetworkCausesNoTransactionAndNoWrite(t *testing.T) {
 	create(ctx, t, namespace("tenant-calm"), MakeNetwork("net", "tenant-calm", "10.8.0.0/24").SNAT().Floating("db", "10.8.0.7").Obj())
 	ready(ctx, g, "tenant-calm", "net")
 
-	writes := &writeCounter{}
-	fresh := &tenantnetwork.Reconciler{Client: writes.wrap(k8s), APIReader: k8s, NB: nb, External: external, PerNamespace: perNamespace}
+	writes := &support.WriteCounter{}
+	fresh := &tenantnetwork.Reconciler{Client: writes.Wrap(k8s), APIReader: k8s, NB: nb, External: external, PerNamespace: perNamespace}
 	txns := nb.Transactions()
 	for range 2 {
 		_, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "tenant-calm", Name: "net"}})
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	g.Expect(nb.Transactions()).To(Equal(txns), "OVN transactions at steady state")
-	g.Expect(writes.calls).To(BeEmpty(), "API writes at steady state")
+	g.Expect(writes.Calls()).To(BeEmpty(), "API writes at steady state")
 }
 
 func TestTooManyAddressesForTheNamespaceSaysSoWithNumbers(t *testing.T) {
@@ -167,7 +151,7 @@ func TestDeletingANetworkRemovesItsRowsOnceNoWorkloadIsAttached(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		cur := &netv1.TenantNetwork{}
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tn), cur)).To(Succeed())
-		g.Expect(conditions.Get(cur, "Ready").Message).To(ContainSubstring("workload ports"))
+		g.Expect(conditions.Get(cur, "Ready")).To(HaveField("Message", ContainSubstring("workload ports")))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	g.Expect(nbctl(g, "ls-list")).To(ContainSubstring(tn.Status.Switch))
 
@@ -210,44 +194,3 @@ func TestTheControllerConvergesAfterTheDatabaseIsKilledAndRestarted(t *testing.T
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
-
-// writeCounter records the writing requests a client sends (even no-ops).
-type writeCounter struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (w *writeCounter) add(verb string, obj any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.calls = append(w.calls, fmt.Sprintf("%s %T", verb, obj))
-}
-
-func (w *writeCounter) wrap(c client.WithWatch) client.WithWatch {
-	return interceptor.NewClient(c, interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
-			w.add("create", o)
-			return c.Create(ctx, o, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
-			w.add("update", o)
-			return c.Update(ctx, o, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-			w.add("patch", o)
-			return c.Patch(ctx, o, p, opts...)
-		},
-		Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			w.add("apply", o)
-			return c.Apply(ctx, o, opts...)
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
-			w.add("delete", o)
-			return c.Delete(ctx, o, opts...)
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			w.add("patch/"+sub, o)
-			return c.SubResource(sub).Patch(ctx, o, p, opts...)
-		},
-	})
-}

@@ -6,7 +6,6 @@ import (
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,7 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
-	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/tenants"
 )
 
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantsubnets,verbs=get;list;watch;create;delete
@@ -56,29 +55,25 @@ type scope struct {
 // Reconcile keeps a tenant namespace's block and Subnet, and releases them once the namespace is
 // no longer a tenant's.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	ns, err := r.tenantNamespace(ctx, req.Name)
+	ns, ts, err := tenants.Load[netv1.TenantSubnet](ctx, r.Client, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	ts := &netv1.TenantSubnet{}
-	if err := r.Get(ctx, types.NamespacedName{Name: req.Name}, ts); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-		ts = nil
 	}
 	if ns == nil {
 		return ctrl.Result{}, r.reconcileRelease(ctx, req.Name, ts)
 	}
 	if ts == nil {
-		// Its creation brings the namespace back here.
-		ts = &netv1.TenantSubnet{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}
-		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Create(ctx, ts, client.FieldOwner(subnets.FieldOwner)))
+		return ctrl.Result{}, tenants.CreateReport(ctx, r.Client, &netv1.TenantSubnet{
+			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}, subnets.FieldOwner)
 	}
 	s := &scope{ts: ts, ns: ns}
 	helper := patch.NewHelper(ts)
 	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s))
+		if errors.Is(retErr, errBlockTaken) {
+			return // retried at once, and reported only by whoever holds the block
+		}
+		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
+		retErr = errors.Join(retErr, status.Write(ctx, helper, ts, s.stall))
 	}()
 	return ctrl.Result{}, r.reconcileNormal(ctx, s)
 }
@@ -89,19 +84,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		return err
 	}
 	return r.reconcileSubnet(ctx, s)
-}
-
-// tenantNamespace returns the namespace's metadata if it is a live tenant namespace, else nil.
-func (r *Reconciler) tenantNamespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	if ns.Labels[tenancyv1.LabelTenant] == "" || !ns.DeletionTimestamp.IsZero() {
-		return nil, nil
-	}
-	return ns, nil
 }
 
 // SetupWithManager registers the controller. TenantSubnets, namespaces, the controller's Subnets

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +22,8 @@ import (
 const subnetNameLabel = "ovn.kubernetes.io/subnet"
 
 // errBlockTaken: the block chosen was claimed by another allocator between the read and the
-// create; the next attempt sees it and picks another.
+// create; the next attempt sees it and picks another. The attempt writes no status: the other
+// allocator may be another replica serving this very namespace, whose status is the truth.
 var errBlockTaken = errors.New("block taken concurrently")
 
 // reconcileAllocation finds the namespace's block, or allocates one.
@@ -47,69 +45,36 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	if err := r.List(ctx, pools); err != nil {
 		return err
 	}
-	pool := subnets.ChoosePool(pools.Items, s.ns.Labels)
-	if pool == nil {
+	// The block the namespace held before (its TenantSubnet says which) is taken again when free:
+	// a Subnet someone else deleted comes back with the same range.
+	pool, c, err := subnets.Choose(ctx, pools.Items, s.ns.Name, s.ns.Labels, s.ts.Status.Pool, s.ts.Status.Subnet, r.usedBlocks)
+	switch {
+	case err != nil:
+		return err
+	case pool == nil:
 		conditions.MarkFalse(s.ts, netv1.AllocatedCondition, netv1.NoPoolReason,
 			fmt.Sprintf("No SubnetPool selects namespace %s", s.ns.Name))
 		return nil
-	}
-	used, err := r.usedBlocks(ctx, pool.Name)
-	if err != nil {
-		return err
-	}
-	n := subnets.Blocks(pool)
-	i, ok := s.previousBlock(pool.Name, n, used)
-	if !ok {
-		i, ok = subnets.Pick(s.ns.Name, n, used)
-	}
-	if !ok {
+	case c.Exhausted:
 		msg := fmt.Sprintf("SubnetPool %s is exhausted: %d of %d blocks are held%s; add CIDRs to the pool or release a namespace",
-			pool.Name, len(used), n, blockSizes(pool))
+			pool.Name, c.Held, c.Blocks, blockSizes(pool))
 		conditions.MarkFalse(s.ts, netv1.AllocatedCondition, netv1.PoolExhaustedReason, msg)
 		s.stall = &conditions.Stall{Reason: netv1.PoolExhaustedReason, Message: msg}
 		return nil
 	}
-	a, err := subnets.Allocate(pool, i, s.ns.Name)
-	if err != nil {
-		return err
-	}
-	if err := r.Create(ctx, subnets.Subnet(a), client.FieldOwner(subnets.FieldOwner)); err != nil {
+	if err := r.Create(ctx, subnets.Subnet(c.Allocation), client.FieldOwner(subnets.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			conditions.MarkFalse(s.ts, netv1.AllocatedCondition, "Allocating", "Another allocator took the block chosen; choosing again")
-			return fmt.Errorf("block %d of pool %s: %w", i, pool.Name, errBlockTaken)
+			return fmt.Errorf("block %d of pool %s: %w", c.Index, pool.Name, errBlockTaken)
 		}
 		return err
 	}
-	return r.allocated(s, a)
-}
-
-// previousBlock is the block the namespace held (its TenantSubnet says which) when it is free
-// again: a Subnet someone else deleted comes back with the same range, so the addresses workloads
-// still hold stay valid.
-func (s *scope) previousBlock(pool string, n int64, used map[int64]bool) (int64, bool) {
-	if s.ts.Status.Pool != pool {
-		return 0, false
-	}
-	rest, ok := strings.CutPrefix(s.ts.Status.Subnet, pool+"-")
-	if !ok {
-		return 0, false
-	}
-	i, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || i < 0 || i >= n || used[i] {
-		return 0, false
-	}
-	return i, true
+	return r.allocated(s, c.Allocation)
 }
 
 // keepFirst keeps the namespace's oldest Subnet. There is more than one only when two allocators
 // raced for the namespace; the others are released (once empty).
 func (r *Reconciler) keepFirst(ctx context.Context, s *scope, own []kubeovnv1.Subnet) error {
-	slices.SortFunc(own, func(a, b kubeovnv1.Subnet) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	subnets.SortOldest(own)
 	a, err := allocationOf(&own[0])
 	if err != nil {
 		msg := fmt.Sprintf("Subnet %s cannot be read back: %v", own[0].Name, err)
@@ -168,7 +133,7 @@ func (r *Reconciler) reconcileSubnet(ctx context.Context, s *scope) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err != nil || !contains(live.Object, desired.Object) {
+	if err != nil || !subnets.Contains(live.Object, desired.Object) {
 		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
 			client.FieldOwner(subnets.FieldOwner), client.ForceOwnership); err != nil {
 			conditions.MarkFalse(s.ts, netv1.SubnetReadyCondition, "ApplyFailed", err.Error())
@@ -178,27 +143,6 @@ func (r *Reconciler) reconcileSubnet(ctx context.Context, s *scope) error {
 	conditions.MarkTrue(s.ts, netv1.SubnetReadyCondition, netv1.ReconciledReason,
 		fmt.Sprintf("Subnet %s binds namespace %s", desired.GetName(), s.ns.Name))
 	return nil
-}
-
-// contains reports whether every field set in want has that value in have (lists compared whole).
-func contains(have, want map[string]any) bool {
-	for k, w := range want {
-		h, ok := have[k]
-		if !ok {
-			return false
-		}
-		if wm, isMap := w.(map[string]any); isMap {
-			hm, ok := h.(map[string]any)
-			if !ok || !contains(hm, wm) {
-				return false
-			}
-			continue
-		}
-		if !equality.Semantic.DeepEqual(h, w) {
-			return false
-		}
-	}
-	return true
 }
 
 // ownSubnets lists the Subnets this controller made for a namespace.
@@ -219,17 +163,11 @@ func (r *Reconciler) usedBlocks(ctx context.Context, pool string) (map[int64]boo
 	if err := r.List(ctx, list); err != nil {
 		return nil, err
 	}
-	used := map[int64]bool{}
-	for _, sn := range list.Items {
-		rest, ok := strings.CutPrefix(sn.Name, pool+"-")
-		if !ok {
-			continue
-		}
-		if i, err := strconv.ParseInt(rest, 10, 64); err == nil && i >= 0 && strconv.FormatInt(i, 10) == rest {
-			used[i] = true
-		}
+	names := make([]string, 0, len(list.Items))
+	for i := range list.Items {
+		names = append(names, list.Items[i].Name)
 	}
-	return used, nil
+	return subnets.Used(names, pool), nil
 }
 
 func blockSizes(p *netv1.SubnetPool) string {

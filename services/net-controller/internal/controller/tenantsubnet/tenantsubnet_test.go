@@ -1,6 +1,7 @@
 package tenantsubnet_test
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
@@ -184,12 +186,12 @@ func TestAConvergedNamespaceCausesNoWriteAndSurvivesARestart(t *testing.T) {
 	// A reconciler that remembers nothing, reading straight from kube-apiserver: what a restarted
 	// controller does first. It finds the allocation and writes nothing.
 	writes := &writeCounter{}
-	fresh := &tenantsubnet.Reconciler{Client: writes.wrap(k8s), APIReader: k8s}
+	fresh := &tenantsubnet.Reconciler{Client: writes.Wrap(k8s), APIReader: k8s}
 	for range 2 {
 		_, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-calm"}})
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	g.Expect(writes.calls).To(BeEmpty(), "requests that write, at steady state")
+	g.Expect(writes.Calls()).To(BeEmpty(), "requests that write, at steady state")
 	ts2 := &netv1.TenantSubnet{}
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-calm"}, ts2)).To(Succeed())
 	g.Expect(ts2.ResourceVersion).To(Equal(ts.ResourceVersion), "the TenantSubnet was written at steady state")
@@ -223,7 +225,7 @@ func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		cur := &netv1.SubnetPool{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, cur)).To(Succeed())
-		g.Expect(conditions.Get(cur, "Ready").Message).To(Equal("Waiting for 1 tenant namespaces to release their blocks"))
+		g.Expect(conditions.Get(cur, "Ready")).To(HaveField("Message", "Waiting for 1 tenant namespaces to release their blocks"))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	// While it is held, a new pool over the same range hands out nothing.
 	create(ctx, t, MakePool("gone-again", "gone-again").IPv4(24, "10.68.0.0/16").Obj())
@@ -270,4 +272,36 @@ func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	g.Expect(ownSubnets(ctx, g, "tenant-back")).To(HaveLen(1))
 	g.Expect(readyTenantSubnet(ctx, g, "tenant-back").Status.IPv4).To(Equal(ts.Status.IPv4))
+}
+
+// An allocator that loses the race for a block (it and another both saw the namespace without one
+// and chose the same block; the other created it first) retries and writes nothing meanwhile: its
+// "choosing again" must not overwrite the winner's status, which nothing would correct (a status
+// change brings no reconcile), leaving a namespace that holds its block reported as not Ready.
+func TestALostRaceLeavesTheWinnersStatusAlone(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("lost", "lost").IPv4(24, "10.70.0.0/24").Obj(), tenantNamespace("tenant-lost", "lost"))
+	won := readyTenantSubnet(ctx, g, "tenant-lost")
+
+	// The loser's view: the moment before the winner's Subnet appeared, in its cache and at
+	// kube-apiserver alike.
+	blind := interceptor.NewClient(k8s, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if sl, ok := list.(*kubeovnv1.SubnetList); ok {
+				sl.Items = nil
+			}
+			return nil
+		},
+	})
+	loser := &tenantsubnet.Reconciler{Client: blind, APIReader: blind}
+	_, err := loser.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-lost"}})
+	g.Expect(err).To(HaveOccurred(), "the block was taken: the loser retries")
+
+	after := &netv1.TenantSubnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-lost"}, after)).To(Succeed())
+	g.Expect(conditions.IsReady(after)).To(BeTrue(), "%v", after.Status.Conditions)
+	g.Expect(after.ResourceVersion).To(Equal(won.ResourceVersion))
 }

@@ -1,0 +1,151 @@
+package tenantaddresspool
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/tenants"
+)
+
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantaddresspools,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantaddresspools/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=net.flotilla.dev,resources=loadbalancerpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;services;resourcequotas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// domainConditions are summarised into Ready, in this order.
+var domainConditions = []string{netv1.AllocatedCondition, netv1.AddressPoolReadyCondition}
+
+// Reconciler reconciles the TenantAddressPool of one namespace (requests are namespace names).
+type Reconciler struct {
+	client.Client
+	// APIReader reads past the cache: a block is allocated only after kube-apiserver confirms the
+	// namespace holds none.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
+	// Namespace is MetalLB's namespace, where the IPAddressPools are written.
+	Namespace string
+}
+
+// scope carries what one reconcile learned about a namespace.
+type scope struct {
+	tp    *netv1.TenantAddressPool
+	ns    *metav1.PartialObjectMetadata
+	alloc *subnets.Allocation
+	stall *conditions.Stall
+}
+
+// Reconcile keeps a tenant namespace's block and IPAddressPool, and releases them once the
+// namespace is no longer a tenant's.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	ns, tp, err := tenants.Load[netv1.TenantAddressPool](ctx, r.Client, req.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if ns == nil {
+		return ctrl.Result{}, r.reconcileRelease(ctx, req.Name, tp)
+	}
+	if tp == nil {
+		return ctrl.Result{}, tenants.CreateReport(ctx, r.Client, &netv1.TenantAddressPool{
+			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}, subnets.FieldOwner)
+	}
+	s := &scope{tp: tp, ns: ns}
+	helper := patch.NewHelper(tp)
+	defer func() {
+		if errors.Is(retErr, errBlockTaken) {
+			return // retried at once, and reported only by whoever holds the block
+		}
+		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
+		retErr = errors.Join(retErr, status.Write(ctx, helper, tp, s.stall))
+	}()
+	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the phases in order: the block, its IPAddressPool, the quota beside it.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
+	if err := r.reconcileAllocation(ctx, s); err != nil {
+		return err
+	}
+	if err := r.reconcileQuota(ctx, s); err != nil {
+		return err
+	}
+	return r.reconcileAddressPool(ctx, s)
+}
+
+// SetupWithManager registers the controller. TenantAddressPools, namespaces, the controller's
+// IPAddressPools, ResourceQuotas and LoadBalancer Services lead to the namespace they concern; a
+// change of LoadBalancerPools to every namespace still waiting for a block.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+	})
+	byNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
+	})
+	byTenantLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if ns := o.GetLabels()[netv1.LabelNamespace]; ns != "" && o.GetNamespace() == r.Namespace {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns}}}
+		}
+		return nil
+	})
+	// A Service matters while it is a load balancer or holds an address, and when it stops (an
+	// update is looked at from both sides: one turned into a ClusterIP Service gives its address
+	// back).
+	loadBalancers := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return isLoadBalancer(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return isLoadBalancer(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return isLoadBalancer(e.ObjectOld) || isLoadBalancer(e.ObjectNew) },
+		GenericFunc: func(e event.GenericEvent) bool { return isLoadBalancer(e.Object) },
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tenantaddresspool").
+		// Only creations and deletions: the controller is the one writer of its status.
+		For(&netv1.TenantAddressPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, byName, builder.OnlyMetadata).
+		Watches(metallb.Meta(metallb.IPAddressPoolGVK), byTenantLabel, builder.OnlyMetadata).
+		Watches(&corev1.ResourceQuota{}, byNamespace).
+		Watches(&corev1.Service{}, byNamespace, builder.WithPredicates(loadBalancers)).
+		Watches(&netv1.LoadBalancerPool{}, handler.EnqueueRequestsFromMapFunc(r.waiting)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// isLoadBalancer: a Service of type LoadBalancer, or one still holding a load-balancer address.
+func isLoadBalancer(o client.Object) bool {
+	svc, ok := o.(*corev1.Service)
+	return ok && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0)
+}
+
+// waiting lists the tenant namespaces without a block: those a pool change may serve.
+func (r *Reconciler) waiting(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &netv1.TenantAddressPoolList{}
+	if err := r.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if !conditions.IsTrue(&list.Items[i], netv1.AllocatedCondition) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+		}
+	}
+	return out
+}
