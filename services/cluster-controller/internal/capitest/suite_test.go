@@ -50,6 +50,7 @@ var (
 	env                 *testenv.Env
 	k8s                 client.Client
 	logDir              string
+	binDir              string
 )
 
 const (
@@ -83,12 +84,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	bin, err := testenv.BinDir()
-	if err != nil {
+	var err error
+	if binDir, err = testenv.BinDir(); err != nil {
 		return 0, err
 	}
-	if _, err := os.Stat(filepath.Join(bin, "cluster-api-manager")); err != nil {
-		return 0, fmt.Errorf("the Cluster API manager is not built (run make tools): %w", err)
+	for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager"} {
+		if _, err := os.Stat(filepath.Join(binDir, manager)); err != nil {
+			return 0, fmt.Errorf("%s is not built (run make tools): %w", manager, err)
+		}
 	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -138,16 +141,20 @@ func run(m *testing.M) (int, error) {
 	if err := selfSigned(certs); err != nil {
 		return 0, err
 	}
-	ports, err := freePorts(2)
-	if err != nil {
-		return 0, err
-	}
-	// No webhook configuration points at the manager's webhooks (the objects the cluster-controller
-	// writes are complete); its server still needs a certificate to start.
-	if err := env.StartProcess("cluster-api-manager", logDir, nil,
-		"--webhook-port="+strconv.Itoa(ports[0]), "--webhook-cert-dir="+certs,
-		"--health-addr=127.0.0.1:"+strconv.Itoa(ports[1]), "--diagnostics-address=0", "--insecure-diagnostics=true"); err != nil {
-		return 0, err
+	// Cluster API's core manager and its kubeadm bootstrap provider (which writes each worker's
+	// join data, with a bootstrap token made in the customer's cluster). No webhook configuration
+	// points at their webhooks (the objects the cluster-controller writes are complete); their
+	// servers still need a certificate to start.
+	for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager"} {
+		ports, err := freePorts(2)
+		if err != nil {
+			return 0, err
+		}
+		if err := env.StartProcess(manager, logDir, nil,
+			"--webhook-port="+strconv.Itoa(ports[0]), "--webhook-cert-dir="+certs,
+			"--health-addr=127.0.0.1:"+strconv.Itoa(ports[1]), "--diagnostics-address=0", "--insecure-diagnostics=true"); err != nil {
+			return 0, err
+		}
 	}
 
 	// The controller's writes to the objects it applies (not to status) are recorded at its transport.
@@ -181,8 +188,10 @@ func run(m *testing.M) (int, error) {
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "logs in", logDir)
-		if log, err := os.ReadFile(filepath.Join(logDir, "cluster-api-manager.log")); err == nil {
-			fmt.Fprintf(os.Stderr, "--- cluster-api-manager log (last 8 KiB):\n%s\n", tail(log, 8192))
+		for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager"} {
+			if log, err := os.ReadFile(filepath.Join(logDir, manager+".log")); err == nil {
+				fmt.Fprintf(os.Stderr, "--- %s log (last 8 KiB):\n%s\n", manager, tail(log, 8192))
+			}
 		}
 	}
 	cancel()
