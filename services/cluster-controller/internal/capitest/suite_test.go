@@ -129,6 +129,15 @@ func run(m *testing.M) (int, error) {
 		}
 	}
 
+	// The tenant roles as the tenant-controller ships them, and the cluster-controller's policy
+	// guarding Cluster API's Secrets, as the charts install them.
+	for _, f := range []string{filepath.Join(chart, "..", "..", "tenant-controller", "templates", "tenant-roles.yaml"),
+		filepath.Join(chart, "..", "templates", "cluster-secrets-policy.yaml")} {
+		if err := testenv.ApplyFile(ctx, k8s, f); err != nil {
+			return 0, err
+		}
+	}
+
 	if logDir, err = os.MkdirTemp("", "capi-test-"); err != nil {
 		return 0, err
 	}

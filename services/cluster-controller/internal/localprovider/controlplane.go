@@ -3,7 +3,6 @@ package localprovider
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"time"
 
@@ -185,7 +184,7 @@ func (p *Provider) writeStatus(ctx context.Context, kcp *unstructured.Unstructur
 	want, _, _ := unstructured.NestedString(kcp.Object, "spec", "version")
 	replicas, _, _ := unstructured.NestedInt64(kcp.Object, "spec", "replicas")
 	available := metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "APIServerRunning",
-		Message: fmt.Sprintf("kube-apiserver %s serves at 127.0.0.1:%d (local provider stand-in; data in %s)", s.version, s.port, filepath.Base(s.dir)),
+		Message:            fmt.Sprintf("kube-apiserver %s serves at 127.0.0.1:%d (local provider stand-in)", s.version, s.port),
 		ObservedGeneration: kcp.GetGeneration()}
 	if s.version != want {
 		available.Status, available.Reason = metav1.ConditionFalse, "VersionUnavailable"
