@@ -111,7 +111,9 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	state := startProvider(t, "acme")
+	state := t.TempDir()
+	stopProvider := runProvider(t, "acme", state)
+	t.Cleanup(func() { stopProvider() })
 	kc := &clusterapi.KubernetesCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "acme"},
 		Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
@@ -212,6 +214,30 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 		if got := applies.Load() - a; got != 0 {
 			t.Errorf("%d owned objects re-applied beside Cluster API", got)
 		}
+	})
+
+	t.Run("a restarted stand-in serves the same control plane at the same endpoint", func(t *testing.T) {
+		before := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "prod-kubeconfig"}, before); err != nil {
+			t.Fatal(err)
+		}
+		stopProvider()
+		if out, err := kubectl(t, kubeconfig, "get", "ns", "--request-timeout=2s"); err == nil {
+			t.Fatalf("the control plane answers with its provider stopped:\n%s", out)
+		}
+		stopProvider = runProvider(t, "acme", state)
+		eventually(t, "the customer's API server back", func() (bool, error) {
+			out, err := kubectl(t, kubeconfig, "get", "ns", "shop", "-o", "name", "--request-timeout=2s")
+			return err == nil && strings.TrimSpace(out) == "namespace/shop", nil
+		})
+		after := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "prod-kubeconfig"}, after); err != nil {
+			t.Fatal(err)
+		}
+		if after.ResourceVersion != before.ResourceVersion {
+			t.Error("the restarted stand-in rewrote the kubeconfig")
+		}
+		clusterCondition(t, kc, "Ready")
 	})
 
 	t.Run("scaling the node group adds a Node", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,13 @@ import (
 func startProvider(t *testing.T, ns string) string {
 	t.Helper()
 	state := t.TempDir()
+	t.Cleanup(runProvider(t, ns, state))
+	return state
+}
+
+// runProvider runs the stand-in with its state in state until the returned stop is called.
+func runProvider(t *testing.T, ns, state string) (stop func()) {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -58,13 +66,15 @@ func startProvider(t *testing.T, ns string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	return state
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
 }
 
 // customerKubeconfig reads the customer's kubeconfig from the Secret the cluster names in its
