@@ -92,7 +92,8 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 	kc := &clusterapi.KubernetesCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: "tenant-a"},
 		Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
-			NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 1, MaxReplicas: 2, InstanceType: "small"}}},
+			NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 1, MaxReplicas: 2, InstanceType: "small"}},
+			Addons:     clusterapi.Addons{Ingress: true}},
 	}
 	if err := k8s.Create(ctx, kc); err != nil {
 		t.Fatal(err)
@@ -201,6 +202,7 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 		}
 		for _, gvk := range []schema.GroupVersionKind{cluster.ClusterGVK, cluster.KubevirtClusterGVK, cluster.KamajiControlPlaneGVK,
 			cluster.KubeadmConfigTemplateGVK, cluster.KubevirtMachineTmplGVK, cluster.MachineDeploymentGVK, cluster.MachineHealthCheckGVK,
+			cluster.HelmRepositoryGVK, cluster.HelmReleaseGVK, cluster.ClusterResourceSetGVK,
 			machineGVK, localprovider.KubeadmConfigGVK, localprovider.KubevirtMachineGVK} {
 			for _, o := range list(t, gvk, "tenant-a", nil) {
 				delivered = append(delivered, o.Object)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,7 +119,8 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "acme"},
 		Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
 			NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 2, MaxReplicas: 4, InstanceType: "small",
-				Labels: map[string]clusterapi.LabelValue{"team": "web"}, Taints: []clusterapi.Taint{{Key: "dedicated", Value: "web", Effect: "NoSchedule"}}}}},
+				Labels: map[string]clusterapi.LabelValue{"team": "web"}, Taints: []clusterapi.Taint{{Key: "dedicated", Value: "web", Effect: "NoSchedule"}}}},
+			Addons: clusterapi.Addons{Ingress: true}},
 	}
 	if err := k8s.Create(ctx, kc); err != nil {
 		t.Fatal(err)
@@ -193,6 +195,22 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 		clusterCondition(t, kc, "Ready")
 		if len(ready.Status.NodeGroups) != 1 || ready.Status.NodeGroups[0].Ready != 2 {
 			t.Errorf("node groups %+v", ready.Status.NodeGroups)
+		}
+	})
+
+	t.Run("add-ons are installed inside the customer's cluster by Flux's helm-controller", func(t *testing.T) {
+		clusterCondition(t, kc, clusterapi.AddonsReadyCondition)
+		cm := &corev1.ConfigMap{}
+		if err := customer.Get(ctx, client.ObjectKey{Namespace: "flotilla-ingress", Name: "ingress-settings"}, cm); err != nil {
+			t.Fatalf("the ingress add-on's ConfigMap in the customer's cluster: %v", err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "flotilla-ingress"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the add-on landed in the management cluster: %v", err)
+		}
+		// Installed as the add-ons' identity, which Cluster API's ClusterResourceSet bound inside.
+		crb := &rbacv1.ClusterRoleBinding{}
+		if err := customer.Get(ctx, client.ObjectKey{Name: "flotilla:addons"}, crb); err != nil || len(crb.Subjects) != 1 || crb.Subjects[0].Namespace != "acme" {
+			t.Errorf("the add-ons' binding inside: %+v, %v", crb.Subjects, err)
 		}
 	})
 
@@ -302,7 +320,7 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 			err := k8s.Get(ctx, client.ObjectKeyFromObject(kc), &clusterapi.KubernetesCluster{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
-		for _, gvk := range []schema.GroupVersionKind{machineGVK, machineSetGVK, cluster.MachineDeploymentGVK, cluster.ClusterGVK, cluster.KamajiControlPlaneGVK, localprovider.KubevirtMachineGVK} {
+		for _, gvk := range []schema.GroupVersionKind{machineGVK, machineSetGVK, cluster.MachineDeploymentGVK, cluster.ClusterGVK, cluster.KamajiControlPlaneGVK, localprovider.KubevirtMachineGVK, cluster.HelmReleaseGVK} {
 			if left := list(t, gvk, "acme", nil); len(left) > 0 {
 				t.Errorf("%s %s left behind", gvk.Kind, left[0].GetName())
 			}

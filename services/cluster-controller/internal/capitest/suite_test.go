@@ -97,7 +97,7 @@ func run(m *testing.M) (int, error) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = clusterapi.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
-	dirs, err := testenv.ModuleCRDDirs(capiModule, capkModule)
+	dirs, err := testenv.ModuleCRDDirs(append([]string{capiModule, capkModule}, testenv.FluxModules...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -166,6 +166,23 @@ func run(m *testing.M) (int, error) {
 		}
 	}
 
+	// The real Flux source-controller and helm-controller (locked down as the platform runs them),
+	// and the add-on charts served as the platform's add-on repository.
+	if err := env.StartFlux(ctx, logDir); err != nil {
+		return 0, err
+	}
+	repoDir := filepath.Join(logDir, "addons")
+	if err := os.MkdirAll(repoDir, 0o700); err != nil {
+		return 0, err
+	}
+	repo, err := testenv.ServeCharts(repoDir, 0, filepath.Join("..", "..", "test", "addons", "ingress"))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = repo.Close() }()
+	options := cluster.DefaultOptions()
+	options.AddonsRepository = repo.URL
+
 	// The controller's writes to the objects it applies (not to status) are recorded at its transport.
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -185,7 +202,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: cluster.DefaultOptions(), Retry: time.Second}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: options, Retry: time.Second}
 	if err := r.SetupWithManagerAs(mgr, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		defer reconciles.Add(1)
 		return r.Reconcile(ctx, req)
@@ -197,7 +214,7 @@ func run(m *testing.M) (int, error) {
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "logs in", logDir)
-		for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager"} {
+		for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager", "helm-controller"} {
 			if log, err := os.ReadFile(filepath.Join(logDir, manager+".log")); err == nil {
 				fmt.Fprintf(os.Stderr, "--- %s log (last 8 KiB):\n%s\n", manager, tail(log, 8192))
 			}
