@@ -204,6 +204,9 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 		if err := customer.Get(ctx, client.ObjectKey{Namespace: "flotilla-ingress", Name: "ingress-settings"}, cm); err != nil {
 			t.Fatalf("the ingress add-on's ConfigMap in the customer's cluster: %v", err)
 		}
+		if n := etcdKeys(t, "/acme_prod/configmaps/flotilla-ingress/"); n != 1 {
+			t.Errorf("%d keys of the add-on's ConfigMap under the cluster's prefix", n)
+		}
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "flotilla-ingress"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the add-on landed in the management cluster: %v", err)
 		}
@@ -324,6 +327,14 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 			if left := list(t, gvk, "acme", nil); len(left) > 0 {
 				t.Errorf("%s %s left behind", gvk.Kind, left[0].GetName())
 			}
+		}
+		// helm-controller uninstalled the add-on from the customer's cluster before its control
+		// plane went: the customer's keys stay in etcd (the stand-in keeps them), the add-on's do not.
+		if n := etcdKeys(t, "/acme_prod/namespaces/shop"); n != 1 {
+			t.Errorf("%d keys of the customer's namespace left in etcd", n)
+		}
+		if n := etcdKeys(t, "/acme_prod/configmaps/flotilla-ingress/"); n != 0 {
+			t.Errorf("the add-on was not uninstalled before the control plane went: %d keys", n)
 		}
 		eventually(t, "the control plane's kube-apiserver stopped", func() (bool, error) {
 			_, err := kubectl(t, kubeconfig, "get", "ns", "--request-timeout=2s")
