@@ -164,6 +164,23 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("the add-ons' identity holds nothing in the management cluster", func(t *testing.T) {
+		// helm-controller impersonates it inside the customer's cluster only; a tenant admin may
+		// make a ServiceAccount of that name in the namespace, and gets nothing with it here.
+		if err := alice.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: cluster.AddonsIdentity}}); err != nil {
+			t.Fatal(err)
+		}
+		addons, err := env.As("system:serviceaccount:tenant-a:"+cluster.AddonsIdentity, "system:serviceaccounts", "system:serviceaccounts:tenant-a", "system:authenticated")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range []string{"tenant-a", "tenant-b"} {
+			mustForbid(t, "flotilla-addons reads Secrets of "+ns, addons.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)))
+			mustForbid(t, "flotilla-addons reads HelmReleases of "+ns, addons.List(ctx, listOf(cluster.HelmReleaseGVK), client.InNamespace(ns)))
+		}
+		mustForbid(t, "flotilla-addons reads the kubeconfig", addons.Get(ctx, types.NamespacedName{Namespace: "tenant-a", Name: "k-kubeconfig"}, &corev1.Secret{}))
+	})
+
 	t.Run("nothing the cluster is made of or delivers inside carries a management credential", func(t *testing.T) {
 		// The management cluster's endpoint and CA, and every ServiceAccount token of the tenant
 		// namespace, must appear in none of the owned objects, the bootstrap data delivered into the
@@ -235,6 +252,12 @@ func object(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	return u
+}
+
+func listOf(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return l
 }
 
 // walkStrings calls f with the path and value of every string in v.
