@@ -19,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/localprovider"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
@@ -161,6 +163,51 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 		// Her own Secrets are hers.
 		if err := alice.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "app-password"}, StringData: map[string]string{"p": "x"}}); err != nil {
 			t.Errorf("alice creates an ordinary Secret: %v", err)
+		}
+	})
+
+	t.Run("a customer's cluster is its own: a sibling's kubeconfig does not open it", func(t *testing.T) {
+		startProvider(t, "tenant-b")
+		b := &clusterapi.KubernetesCluster{ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: "tenant-b"},
+			Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
+				NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 0, MaxReplicas: 1, InstanceType: "small"}}}}
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b = clusterCondition(t, b, clusterapi.ControlPlaneReadyCondition)
+		_, inA := customerKubeconfig(t, kc)
+		_, inB := customerKubeconfig(t, b)
+		if err := inA.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-a"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := inB.Get(ctx, client.ObjectKey{Name: "only-a"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+			t.Errorf("tenant-a's namespace seen in tenant-b's cluster (the same name, another etcd prefix): %v", err)
+		}
+		// tenant-a's credentials against tenant-b's API server: its CA does not vouch for the
+		// server, and, trusting any server, its client certificate is not one tenant-b's accepts.
+		s := &corev1.Secret{}
+		if err := alice.Get(ctx, types.NamespacedName{Namespace: "tenant-a", Name: kc.Status.KubeconfigSecretName}, s); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data[kubernetescluster.KubeconfigKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Host = b.Status.Endpoint
+		cross, err := client.New(cfg, client.Options{})
+		if err == nil {
+			err = cross.List(ctx, &corev1.NamespaceList{})
+		}
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("tenant-a's CA trusted tenant-b's API server: %v", err)
+		}
+		cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.Insecure = nil, true
+		cross, err = client.New(cfg, client.Options{})
+		if err == nil {
+			err = cross.List(ctx, &corev1.NamespaceList{})
+		}
+		if !apierrors.IsUnauthorized(err) {
+			t.Errorf("tenant-a's client certificate at tenant-b's API server: want unauthorized, got %v", err)
 		}
 	})
 
