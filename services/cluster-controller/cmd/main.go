@@ -26,6 +26,7 @@ func main() {
 	flag.StringVar(&co.NodeImage, "node-image", co.NodeImage, "Container-disk image of the worker nodes' root disk, without tag (the tag is the Kubernetes release).")
 	flag.StringVar(&co.PodCIDR, "pod-cidr", co.PodCIDR, "Pod network of the customers' clusters.")
 	flag.StringVar(&co.ServiceCIDR, "service-cidr", co.ServiceCIDR, "Service network of the customers' clusters.")
+	flag.StringVar(&co.AddonsRepository, "addons-repository", co.AddonsRepository, "URL of the Helm repository holding the add-on charts (one chart per add-on, named after it).")
 	concurrency := flag.Int("concurrency", 4, "How many KubernetesClusters are reconciled at once.")
 	releases := flag.String("releases", "1.37=v1.37.2", "The release run for each minor version, as minor=release pairs separated by commas.")
 	flag.Parse()

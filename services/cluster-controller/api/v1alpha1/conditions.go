@@ -11,6 +11,9 @@ const (
 	// WorkersReadyCondition: every node group has its desired number of ready machines; the
 	// message counts ready/desired per group.
 	WorkersReadyCondition = "WorkersReady"
+	// AddonsReadyCondition: every add-on's HelmRelease reports its current generation installed
+	// in the customer's cluster; True when the cluster has no add-ons.
+	AddonsReadyCondition = "AddonsReady"
 )
 
 // Reasons used in KubernetesCluster conditions.
@@ -40,4 +43,6 @@ const (
 	LabelCluster = "cluster.flotilla.dev/cluster"
 	// LabelNodeGroup marks the objects of one node group, with the group's name.
 	LabelNodeGroup = "cluster.flotilla.dev/node-group"
+	// LabelAddon marks an add-on's HelmRelease, with the add-on's name.
+	LabelAddon = "cluster.flotilla.dev/addon"
 )

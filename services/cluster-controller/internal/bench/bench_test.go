@@ -77,7 +77,7 @@ func BenchmarkClusters(b *testing.B) {
 	scheme := k8sruntime.NewScheme()
 	check(b, clientgoscheme.AddToScheme(scheme))
 	check(b, clusterapi.AddToScheme(scheme))
-	dirs, err := testenv.ModuleCRDDirs("sigs.k8s.io/cluster-api@v1.13.6", "sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2")
+	dirs, err := testenv.ModuleCRDDirs(append([]string{"sigs.k8s.io/cluster-api@v1.13.6", "sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2"}, testenv.FluxModules...)...)
 	check(b, err)
 	kubeadm := filepath.Join(dirs[0], "..", "..", "..", "bootstrap", "kubeadm", "config", "crd", "bases")
 	env, err := testenv.Start(testenv.Options{Scheme: scheme, CRDDirs: append(dirs, kubeadm,

@@ -50,6 +50,7 @@ var (
 	env                 *testenv.Env
 	k8s                 client.Client
 	logDir              string
+	binDir              string
 )
 
 const (
@@ -83,18 +84,20 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	bin, err := testenv.BinDir()
-	if err != nil {
+	var err error
+	if binDir, err = testenv.BinDir(); err != nil {
 		return 0, err
 	}
-	if _, err := os.Stat(filepath.Join(bin, "cluster-api-manager")); err != nil {
-		return 0, fmt.Errorf("the Cluster API manager is not built (run make tools): %w", err)
+	for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager"} {
+		if _, err := os.Stat(filepath.Join(binDir, manager)); err != nil {
+			return 0, fmt.Errorf("%s is not built (run make tools): %w", manager, err)
+		}
 	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = clusterapi.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
-	dirs, err := testenv.ModuleCRDDirs(capiModule, capkModule)
+	dirs, err := testenv.ModuleCRDDirs(append([]string{capiModule, capkModule}, testenv.FluxModules...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -126,6 +129,15 @@ func run(m *testing.M) (int, error) {
 		}
 	}
 
+	// The tenant roles as the tenant-controller ships them, and the cluster-controller's policy
+	// guarding Cluster API's Secrets, as the charts install them.
+	for _, f := range []string{filepath.Join(chart, "..", "..", "tenant-controller", "templates", "tenant-roles.yaml"),
+		filepath.Join(chart, "..", "templates", "cluster-secrets-policy.yaml")} {
+		if err := testenv.ApplyFile(ctx, k8s, f); err != nil {
+			return 0, err
+		}
+	}
+
 	if logDir, err = os.MkdirTemp("", "capi-test-"); err != nil {
 		return 0, err
 	}
@@ -138,17 +150,38 @@ func run(m *testing.M) (int, error) {
 	if err := selfSigned(certs); err != nil {
 		return 0, err
 	}
-	ports, err := freePorts(2)
+	// Cluster API's core manager and its kubeadm bootstrap provider (which writes each worker's
+	// join data, with a bootstrap token made in the customer's cluster). No webhook configuration
+	// points at their webhooks (the objects the cluster-controller writes are complete); their
+	// servers still need a certificate to start.
+	for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager"} {
+		ports, err := freePorts(2)
+		if err != nil {
+			return 0, err
+		}
+		if err := env.StartProcess(manager, logDir, nil,
+			"--webhook-port="+strconv.Itoa(ports[0]), "--webhook-cert-dir="+certs,
+			"--health-addr=127.0.0.1:"+strconv.Itoa(ports[1]), "--diagnostics-address=0", "--insecure-diagnostics=true"); err != nil {
+			return 0, err
+		}
+	}
+
+	// The real Flux source-controller and helm-controller (locked down as the platform runs them),
+	// and the add-on charts served as the platform's add-on repository.
+	if err := env.StartFlux(ctx, logDir); err != nil {
+		return 0, err
+	}
+	repoDir := filepath.Join(logDir, "addons")
+	if err := os.MkdirAll(repoDir, 0o700); err != nil {
+		return 0, err
+	}
+	repo, err := testenv.ServeCharts(repoDir, 0, filepath.Join("..", "..", "test", "addons", "ingress"))
 	if err != nil {
 		return 0, err
 	}
-	// No webhook configuration points at the manager's webhooks (the objects the cluster-controller
-	// writes are complete); its server still needs a certificate to start.
-	if err := env.StartProcess("cluster-api-manager", logDir, nil,
-		"--webhook-port="+strconv.Itoa(ports[0]), "--webhook-cert-dir="+certs,
-		"--health-addr=127.0.0.1:"+strconv.Itoa(ports[1]), "--diagnostics-address=0", "--insecure-diagnostics=true"); err != nil {
-		return 0, err
-	}
+	defer func() { _ = repo.Close() }()
+	options := cluster.DefaultOptions()
+	options.AddonsRepository = repo.URL
 
 	// The controller's writes to the objects it applies (not to status) are recorded at its transport.
 	cfg := rest.CopyConfig(env.Config)
@@ -169,7 +202,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: cluster.DefaultOptions(), Retry: time.Second}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: options, Retry: time.Second}
 	if err := r.SetupWithManagerAs(mgr, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		defer reconciles.Add(1)
 		return r.Reconcile(ctx, req)
@@ -181,8 +214,10 @@ func run(m *testing.M) (int, error) {
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "logs in", logDir)
-		if log, err := os.ReadFile(filepath.Join(logDir, "cluster-api-manager.log")); err == nil {
-			fmt.Fprintf(os.Stderr, "--- cluster-api-manager log (last 8 KiB):\n%s\n", tail(log, 8192))
+		for _, manager := range []string{"cluster-api-manager", "kubeadm-bootstrap-manager", "helm-controller"} {
+			if log, err := os.ReadFile(filepath.Join(logDir, manager+".log")); err == nil {
+				fmt.Fprintf(os.Stderr, "--- %s log (last 8 KiB):\n%s\n", manager, tail(log, 8192))
+			}
 		}
 	}
 	cancel()

@@ -32,6 +32,9 @@ type Options struct {
 	NodeImage string
 	// PodCIDR and ServiceCIDR are the customer cluster's networks.
 	PodCIDR, ServiceCIDR string
+	// AddonsRepository is the URL of the Helm repository holding the add-on charts, one chart per
+	// add-on named after it (ingress, monitoring).
+	AddonsRepository string
 }
 
 // DefaultOptions are the options `cluster-controller` starts with unless flags say otherwise.
@@ -41,6 +44,8 @@ func DefaultOptions() Options {
 		NodeImage:     "ghcr.io/flotilla-dev/kubevirt-node",
 		PodCIDR:       "10.244.0.0/16",
 		ServiceCIDR:   "10.96.0.0/12",
+		// The platform's chart server (deploy/catalog/source.yaml serves the catalog beside it).
+		AddonsRepository: "http://charts.flotilla-system.svc/addons/",
 	}
 }
 
@@ -103,7 +108,7 @@ func Desired(in Inputs, o Options) ([]*unstructured.Unstructured, error) {
 		}
 		out = append(out, u)
 	}
-	return out, nil
+	return append(out, addons(kc, o)...), nil
 }
 
 // meta is the metadata of every object of the cluster: its name, the cluster's labels and a

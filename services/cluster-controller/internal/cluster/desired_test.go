@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -220,5 +221,47 @@ func TestKamajiSecretsDoNotCollideWithTheCustomersKubeconfig(t *testing.T) {
 	}
 	if kcp+"-admin-kubeconfig" == kc.KubeconfigSecretName() {
 		t.Errorf("Kamaji's admin kubeconfig %s-admin-kubeconfig is the customer's Secret", kcp)
+	}
+}
+
+func TestAddonsAreHelmReleasesIntoTheCustomersCluster(t *testing.T) {
+	kc := makeCluster()
+	if objs := desired(t, Inputs{Cluster: kc, DataStore: "flotilla-acme", WorkerVersion: "v1.37.2"}); objs["HelmRelease/k8s-prod-addon-ingress"] != nil || objs["HelmRepository/k8s-prod-addons"] != nil {
+		t.Error("add-on objects without add-ons")
+	}
+	kc.Spec.Addons = clusterapi.Addons{Ingress: true, Monitoring: true}
+	objs := desired(t, Inputs{Cluster: kc, DataStore: "flotilla-acme", WorkerVersion: "v1.37.2"})
+	repo, crs := objs["HelmRepository/k8s-prod-addons"], objs["ClusterResourceSet/k8s-prod-addons"]
+	if repo == nil || crs == nil || str(t, repo, "spec", "url") != DefaultOptions().AddonsRepository {
+		t.Fatalf("add-on source %v, ClusterResourceSet %v", repo, crs)
+	}
+	for _, a := range []string{"ingress", "monitoring"} {
+		hr := objs["HelmRelease/k8s-prod-addon-"+a]
+		if hr == nil {
+			t.Fatalf("no HelmRelease of %s", a)
+		}
+		// Into the customer's API server through Cluster API's admin kubeconfig, as the identity
+		// the ClusterResourceSet binds there; the chart from the repository in the same namespace.
+		if got := str(t, hr, "spec", "kubeConfig", "secretRef", "name"); got != "k8s-prod-kubeconfig" {
+			t.Errorf("%s: kubeConfig.secretRef %q", a, got)
+		}
+		if str(t, hr, "spec", "serviceAccountName") != AddonsIdentity || str(t, hr, "spec", "chart", "spec", "chart") != a ||
+			str(t, hr, "spec", "chart", "spec", "sourceRef", "name") != repo.GetName() || str(t, hr, "spec", "chart", "spec", "sourceRef", "namespace") != "" {
+			t.Errorf("%s: %v", a, hr.Object["spec"])
+		}
+		if hr.GetLabels()[clusterapi.LabelAddon] != a || hr.GetOwnerReferences()[0].UID != kc.UID {
+			t.Errorf("%s: labels %v, owners %v", a, hr.GetLabels(), hr.GetOwnerReferences())
+		}
+	}
+	access, err := AddonsAccess(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "subjects:\n- kind: ServiceAccount\n  name: flotilla-addons\n  namespace: acme\n"
+	if got := string(access.Data[AddonsAccessKey]); !strings.Contains(got, want) || !strings.Contains(got, "name: cluster-admin") {
+		t.Errorf("the add-ons' binding inside:\n%s", got)
+	}
+	if *access.Type != "addons.cluster.x-k8s.io/resource-set" || access.Labels[clusterapi.LabelCluster] != "k8s-prod" || access.Labels["cluster.x-k8s.io/cluster-name"] != "k8s-prod" {
+		t.Errorf("access Secret type %v, labels %v", *access.Type, access.Labels)
 	}
 }

@@ -19,7 +19,27 @@ var (
 	// KamajiControlPlaneGVK is the control-plane provider's kind (clastix/cluster-api-control-plane-provider-kamaji
 	// v0.20.0, whose CRD is kept in test/crds/kamaji); written unstructured, its Go module is not served.
 	KamajiControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1alpha2", Kind: "KamajiControlPlane"}
+	// The add-ons: Flux's HelmRepository and HelmRelease, and Cluster API's ClusterResourceSet that
+	// grants the add-ons' identity inside the customer's cluster.
+	HelmRepositoryGVK     = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "HelmRepository"}
+	HelmReleaseGVK        = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"}
+	ClusterResourceSetGVK = schema.GroupVersionKind{Group: "addons.cluster.x-k8s.io", Version: "v1beta2", Kind: "ClusterResourceSet"}
 )
+
+// AddonsName names the add-ons' HelmRepository, ClusterResourceSet and its Secret of cluster name.
+func AddonsName(name string) string { return name + "-addons" }
+
+// AddonReleaseName is the HelmRelease of add-on addon of cluster name.
+func AddonReleaseName(name, addon string) string { return name + "-addon-" + addon }
+
+// AddonsIdentity is the ServiceAccount name helm-controller impersonates inside the customer's
+// cluster when it installs an add-on (system:serviceaccount:<namespace>:flotilla-addons): the
+// ClusterResourceSet binds it there, and it exists nowhere in the management cluster.
+const AddonsIdentity = "flotilla-addons"
+
+// AdminKubeconfigSecret is Cluster API's admin kubeconfig of cluster name (key value), written by
+// the control-plane provider.
+func AdminKubeconfigSecret(name string) string { return name + "-kubeconfig" }
 
 // MachineDeploymentName is the MachineDeployment of node group group of cluster name.
 func MachineDeploymentName(name, group string) string { return name + "-" + group }

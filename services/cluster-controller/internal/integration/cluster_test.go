@@ -342,3 +342,58 @@ func TestUnknownStorageClassStallsUntilItExists(t *testing.T) {
 	waitObject(t, cluster.MachineDeploymentGVK, ns, "disks-default", nil)
 	condition(t, ns, "disks", clusterapi.WorkersReadyCondition, metav1.ConditionFalse, clusterapi.ProgressingReason)
 }
+
+// Add-ons: AddonsReady follows the HelmReleases' own Ready at their generation; an add-on turned
+// off goes (and the add-ons' source with the last one); on deletion the add-ons go after the
+// workers and before the control plane, whose kubeconfig helm-controller needs to uninstall them.
+func TestAddonsReadyPruneAndDeletionOrder(t *testing.T) {
+	ns := tenantNamespace(t, "addons", "addons")
+	b := makeCluster(ns, "web")
+	b.kc.Spec.Addons = clusterapi.Addons{Ingress: true, Monitoring: true}
+	create(t, b.obj())
+	hr := cluster.AddonReleaseName("web", "ingress")
+	waitObject(t, cluster.HelmReleaseGVK, ns, hr, nil)
+	kc := condition(t, ns, "web", clusterapi.AddonsReadyCondition, metav1.ConditionFalse, clusterapi.WaitingReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, clusterapi.AddonsReadyCondition).Message; !strings.Contains(msg, "0/2 add-ons installed") {
+		t.Errorf("AddonsReady: %q", msg)
+	}
+	access := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: cluster.AddonsName("web")}, access); err != nil || access.Type != "addons.cluster.x-k8s.io/resource-set" {
+		t.Fatalf("the add-ons' ClusterResourceSet Secret: %v %v", access.Type, err)
+	}
+	p := providerStandIn{t}
+	for _, a := range []string{"ingress", "monitoring"} {
+		p.addonInstalled(ns, cluster.AddonReleaseName("web", a))
+	}
+	condition(t, ns, "web", clusterapi.AddonsReadyCondition, metav1.ConditionTrue, "")
+
+	if err := update(t, ns, "web", func(kc *clusterapi.KubernetesCluster) { kc.Spec.Addons.Monitoring = false }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the monitoring add-on gone", func() (bool, error) {
+		return object(t, cluster.HelmReleaseGVK, ns, cluster.AddonReleaseName("web", "monitoring")) == nil, nil
+	})
+	if object(t, cluster.HelmRepositoryGVK, ns, cluster.AddonsName("web")) == nil {
+		t.Error("the add-ons' source went while an add-on remains")
+	}
+
+	// helm-controller holds a HelmRelease while it uninstalls: a finalizer plays that.
+	updateObject(t, cluster.HelmReleaseGVK, ns, hr, func(u *unstructured.Unstructured) {
+		u.SetFinalizers([]string{"test.flotilla.dev/uninstalling"})
+	})
+	if err := k8s.Delete(context.Background(), get(t, ns, "web")); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, cluster.HelmReleaseGVK, ns, hr, func(u *unstructured.Unstructured) bool { return !u.GetDeletionTimestamp().IsZero() })
+	if object(t, cluster.MachineDeploymentGVK, ns, "web-default") != nil {
+		t.Error("the add-ons are deleted while workers remain")
+	}
+	if u := object(t, cluster.KamajiControlPlaneGVK, ns, "web-control-plane"); u == nil || !u.GetDeletionTimestamp().IsZero() {
+		t.Error("the control plane is deleted while an add-on uninstalls")
+	}
+	updateObject(t, cluster.HelmReleaseGVK, ns, hr, func(u *unstructured.Unstructured) { u.SetFinalizers(nil) })
+	eventually(t, "cluster gone", func() (bool, error) {
+		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "web"}, &clusterapi.KubernetesCluster{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}

@@ -247,6 +247,13 @@ func (p providerStandIn) workersReady(ns, md string, ready int64) {
 	})
 }
 
+// addonInstalled: helm-controller reports the HelmRelease's current generation installed.
+func (p providerStandIn) addonInstalled(ns, name string) {
+	p.setStatus(cluster.HelmReleaseGVK, ns, name, func(u *unstructured.Unstructured) map[string]any {
+		return map[string]any{"observedGeneration": u.GetGeneration(), "conditions": []any{cond(u, "Ready", true)}}
+	})
+}
+
 // ready brings a new cluster to Ready through the stand-in.
 func ready(t *testing.T, ns, name string) *clusterapi.KubernetesCluster {
 	t.Helper()

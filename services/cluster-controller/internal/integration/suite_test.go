@@ -133,7 +133,7 @@ func run(m *testing.M) (int, error) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = clusterapi.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
-	dirs, err := testenv.ModuleCRDDirs(capiModule, capkModule)
+	dirs, err := testenv.ModuleCRDDirs(append([]string{capiModule, capkModule}, testenv.FluxModules...)...)
 	if err != nil {
 		return 0, err
 	}

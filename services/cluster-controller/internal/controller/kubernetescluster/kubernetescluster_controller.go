@@ -48,6 +48,7 @@ var domainConditions = []string{
 	clusterapi.InfrastructureReadyCondition,
 	clusterapi.ControlPlaneReadyCondition,
 	clusterapi.WorkersReadyCondition,
+	clusterapi.AddonsReadyCondition,
 }
 
 // Owned are the kinds a KubernetesCluster owns, watched so that a change of theirs (a status, a
@@ -56,6 +57,7 @@ var Owned = []schema.GroupVersionKind{
 	cluster.ClusterGVK, cluster.KubevirtClusterGVK, cluster.KamajiControlPlaneGVK,
 	cluster.KubeadmConfigTemplateGVK, cluster.KubevirtMachineTmplGVK,
 	cluster.MachineDeploymentGVK, cluster.MachineHealthCheckGVK,
+	cluster.HelmRepositoryGVK, cluster.HelmReleaseGVK, cluster.ClusterResourceSetGVK,
 }
 
 // Reconciler reconciles KubernetesClusters into Cluster API objects.
@@ -121,6 +123,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		r.reconcileReferences,
 		r.reconcileObjects,
 		r.reconcileKubeconfig,
+		r.reconcileAddons,
 		r.reconcileStatus,
 	} {
 		if err := phase(ctx, s); err != nil || s.stall != nil {

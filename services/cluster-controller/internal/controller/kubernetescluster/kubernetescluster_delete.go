@@ -15,14 +15,16 @@ import (
 )
 
 // deletionStages are torn down in order, each only once the one before is gone: the workers
-// (whose machines drain against a working control plane), then the control plane and the
-// infrastructure.
+// (whose machines drain against a working control plane), then the add-ons, then the control
+// plane and the infrastructure.
 var deletionStages = []struct {
 	name  string
 	kinds []schema.GroupVersionKind
 }{
 	{"workers", []schema.GroupVersionKind{cluster.MachineHealthCheckGVK, cluster.MachineDeploymentGVK}},
 	{"worker templates", []schema.GroupVersionKind{cluster.KubeadmConfigTemplateGVK, cluster.KubevirtMachineTmplGVK}},
+	// helm-controller uninstalls an add-on from the customer's cluster, which must still be there.
+	{"add-ons", []schema.GroupVersionKind{cluster.HelmReleaseGVK, cluster.HelmRepositoryGVK, cluster.ClusterResourceSetGVK}},
 	{"control plane", []schema.GroupVersionKind{cluster.ClusterGVK, cluster.KamajiControlPlaneGVK, cluster.KubevirtClusterGVK}},
 }
 

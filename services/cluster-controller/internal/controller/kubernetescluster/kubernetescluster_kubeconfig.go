@@ -37,7 +37,7 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 		return err
 	}
 	src := &corev1.Secret{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name + "-kubeconfig"}, src); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: cluster.AdminKubeconfigSecret(kc.Name)}, src); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if ref := metav1.GetControllerOf(src); ref == nil || ref.UID != kcp.GetUID() || len(src.Data["value"]) == 0 {

@@ -75,6 +75,8 @@ func conditionOf(gvk schema.GroupVersionKind) string {
 		return clusterapi.InfrastructureReadyCondition
 	case cluster.KamajiControlPlaneGVK:
 		return clusterapi.ControlPlaneReadyCondition
+	case cluster.HelmRepositoryGVK, cluster.HelmReleaseGVK, cluster.ClusterResourceSetGVK:
+		return clusterapi.AddonsReadyCondition
 	}
 	return clusterapi.WorkersReadyCondition
 }

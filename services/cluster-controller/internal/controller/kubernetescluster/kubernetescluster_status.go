@@ -29,9 +29,14 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
+	releases, err := r.ownedList(ctx, kc, cluster.HelmReleaseGVK)
+	if err != nil {
+		return err
+	}
 	setInfrastructureReady(kc, capiCluster)
 	setControlPlaneReady(kc, kcp, s.kubeconfig)
 	setWorkersReady(kc, mds)
+	setAddonsReady(kc, releases)
 	return nil
 }
 

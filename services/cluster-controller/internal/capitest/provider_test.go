@@ -1,0 +1,139 @@
+package capitest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
+	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/localprovider"
+)
+
+// startProvider runs the local provider stand-in for Kamaji and KubeVirt, serving namespace ns
+// only, with its control planes' state in a directory of the test; the test's end stops it and
+// every kube-apiserver it started. It returns that directory.
+func startProvider(t *testing.T, ns string) string {
+	t.Helper()
+	state := t.TempDir()
+	t.Cleanup(runProvider(t, ns, state))
+	return state
+}
+
+// runProvider runs the stand-in with its state in state until the returned stop is called.
+func runProvider(t *testing.T, ns, state string) (stop func()) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// Controller names are unique per process: each test's stand-in is its own.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &localprovider.Provider{Client: mgr.GetClient(), Options: localprovider.Options{
+		KubeAPIServer: filepath.Join(binDir, "kube-apiserver"),
+		EtcdServers:   env.ControlPlane.Etcd.URL.String(),
+		StateDir:      state,
+	}}
+	if err := p.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// customerKubeconfig reads the customer's kubeconfig from the Secret the cluster names in its
+// status, and writes it to a file for kubectl.
+func customerKubeconfig(t *testing.T, kc *clusterapi.KubernetesCluster) (string, client.Client) {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kc.Namespace, Name: kc.Status.KubeconfigSecretName}, s); err != nil {
+		t.Fatal(err)
+	}
+	raw := s.Data[kubernetescluster.KubeconfigKey]
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, c
+}
+
+// kubectl runs the real kubectl with a kubeconfig and returns its output.
+func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// etcdKeys counts the keys under prefix in the platform's etcd, through etcd's JSON gateway.
+func etcdKeys(t *testing.T, prefix string) int {
+	t.Helper()
+	end := []byte(prefix)
+	end[len(end)-1]++
+	body, _ := json.Marshal(map[string]any{"key": base64.StdEncoding.EncodeToString([]byte(prefix)),
+		"range_end": base64.StdEncoding.EncodeToString(end), "count_only": true})
+	resp, err := http.Post(strings.TrimSuffix(env.ControlPlane.Etcd.URL.String(), "/")+"/v3/kv/range", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Count string `json:"count"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Count == "" {
+		return 0 // etcd leaves out a zero count
+	}
+	n, err := strconv.Atoi(out.Count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

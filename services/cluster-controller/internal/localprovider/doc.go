@@ -1,0 +1,23 @@
+// Package localprovider is the local provider STAND-IN for Kamaji and KubeVirt: nothing on a
+// development machine or in the tests runs pods or virtual machines, so it plays the two
+// providers faithfully enough that Cluster API's real controllers drive a cluster end to end.
+// It is never shipped in a chart: it runs in the tests and, as cmd/local-provider, beside
+// `make demo`.
+//
+//   - Kamaji: for every KamajiControlPlane it starts a real kube-apiserver process whose storage
+//     is the platform's etcd under the key prefix /<spec.dataStoreSchema> (Kamaji's datastore
+//     model), and writes what Kamaji's Cluster API provider writes: spec.controlPlaneEndpoint,
+//     status (version, initialization, replicas, Available), Cluster API's <cluster>-ca and
+//     <cluster>-kubeconfig Secrets (key value), controlled by the KamajiControlPlane. The
+//     externally managed KubevirtCluster (annotation cluster.x-k8s.io/managed-by) gets the
+//     endpoint and status.ready, which CAPK leaves to the control-plane provider. The process is
+//     stopped when the KamajiControlPlane is deleted; the keys under its prefix stay in etcd.
+//   - KubeVirt and the guest: a KubevirtMachine whose Machine's bootstrap data exists "boots": its
+//     Node registers in the customer's API server with providerID kubevirt://<name>, Ready, with
+//     the node labels and taints of its KubeadmConfig, and the KubevirtMachine reports ready with
+//     that providerID, so that Cluster API's Machine becomes Running by Cluster API's own logic.
+//     Deleting the KubevirtMachine (the VM) removes the Node.
+//
+// One kube-apiserver stands for all of a control plane's replicas; no kube-controller-manager or
+// scheduler runs for the customer's cluster, and no kubelet: Nodes do not heartbeat and no pod runs.
+package localprovider
