@@ -71,7 +71,8 @@ func run(opts manager.Options, concurrency int, nw networkFlags, metallbNS strin
 	if err != nil {
 		return err
 	}
-	if err := metrics.RegisterStatus(mgr.GetCache(), metrics.KindOf[netv1.SubnetPoolList]("SubnetPool"), metrics.KindOf[netv1.TenantSubnetList]("TenantSubnet"), metrics.KindOf[netv1.TenantNetworkList]("TenantNetwork"), metrics.KindOf[netv1.RoutingPolicyList]("RoutingPolicy")); err != nil {
+	if err := metrics.RegisterStatus(mgr.GetCache(), metrics.KindOf[netv1.SubnetPoolList]("SubnetPool"), metrics.KindOf[netv1.TenantSubnetList]("TenantSubnet"), metrics.KindOf[netv1.TenantNetworkList]("TenantNetwork"), metrics.KindOf[netv1.RoutingPolicyList]("RoutingPolicy"),
+		metrics.KindOf[netv1.LoadBalancerPoolList]("LoadBalancerPool"), metrics.KindOf[netv1.TenantAddressPoolList]("TenantAddressPool")); err != nil {
 		return err
 	}
 	if err := (&tenantsubnet.Reconciler{
