@@ -75,8 +75,9 @@ const (
 	CatalogTree = "flux/catalog"
 )
 
-// versionPlaceholder is the release version in the GitOps tree's source (deploy/flux/flotilla/release.yaml).
-var versionPlaceholder = regexp.MustCompile(`(?m)^  FLOTILLA_VERSION: "0\.0\.0-dev"$`)
+// versionPlaceholder is the release version in the GitOps tree's source
+// (deploy/flux/flotilla/kustomizations.yaml, the platform Kustomization's substitutions).
+var versionPlaceholder = regexp.MustCompile(`(?m)^( +)FLOTILLA_VERSION: "0\.0\.0-dev"$`)
 
 // Build makes every artifact of a release: images first, since the charts name them by digest.
 func Build(ctx context.Context, o Options) (*Bundle, error) {
@@ -133,10 +134,10 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 	}
 
 	tree, err := FluxArtifact(filepath.Join(o.Repo, "deploy", "flux"), func(rel string, body []byte) ([]byte, error) {
-		if rel != "flotilla/release.yaml" {
+		if rel != "flotilla/kustomizations.yaml" {
 			return body, nil
 		}
-		return replaceOnce(body, versionPlaceholder, fmt.Sprintf("  FLOTILLA_VERSION: %q", o.Meta.Version), "deploy/flux/"+rel)
+		return replaceOnce(body, versionPlaceholder, fmt.Sprintf("${1}FLOTILLA_VERSION: %q", o.Meta.Version), "deploy/flux/"+rel)
 	}, o.Meta, "flotilla-gitops")
 	if err != nil {
 		return nil, err

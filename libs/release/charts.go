@@ -100,7 +100,7 @@ func replaceOnce(in []byte, re *regexp.Regexp, with, where string) ([]byte, erro
 	if n := len(re.FindAll(in, -1)); n != 1 {
 		return nil, fmt.Errorf("%s: want one line matching %s, found %d", where, re, n)
 	}
-	return re.ReplaceAllLiteral(in, []byte(with)), nil
+	return re.ReplaceAll(in, []byte(with)), nil
 }
 
 func gzipped(raw []byte) ([]byte, error) {

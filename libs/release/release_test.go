@@ -45,7 +45,7 @@ spec:
         - name: svc
           image: "{{ .Values.image.repository }}@{{ .Values.image.digest }}"
 `,
-		"deploy/flux/flotilla/release.yaml":       "data:\n  FLOTILLA_VERSION: \"0.0.0-dev\"\n",
+		"deploy/flux/flotilla/kustomizations.yaml": "spec:\n  postBuild:\n    substitute:\n      FLOTILLA_VERSION: \"0.0.0-dev\"\n",
 		"deploy/flux/platform/svc.yaml":           "kind: HelmRelease\n",
 		"deploy/catalog/kustomization.yaml":       "resources: []\n",
 		"deploy/catalog/app/chart/Chart.yaml":     "apiVersion: v2\nname: app\nversion: 0.3.1\n",
@@ -278,8 +278,8 @@ func TestFluxArtifact(t *testing.T) {
 			t.Errorf("annotations %v", mf.Annotations)
 		}
 		files := flatten(t, a.Image) // a gzip tar, like an image layer
-		if got := string(files["flotilla/release.yaml"]); !strings.Contains(got, `FLOTILLA_VERSION: "1.2.3"`) {
-			t.Errorf("flotilla/release.yaml in the artifact:\n%s", got)
+		if got := string(files["flotilla/kustomizations.yaml"]); !strings.Contains(got, `      FLOTILLA_VERSION: "1.2.3"`) {
+			t.Errorf("flotilla/kustomizations.yaml in the artifact:\n%s", got)
 		}
 		return
 	}

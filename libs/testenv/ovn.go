@@ -28,11 +28,10 @@ type OVN struct {
 
 // OVNRoot fetches OVN into the cache when missing and returns where it was unpacked.
 func OVNRoot() (string, error) {
-	_, here, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("cannot locate libs/testenv")
+	script, err := builderScript("ovn.sh")
+	if err != nil {
+		return "", err
 	}
-	script := filepath.Join(filepath.Dir(here), "..", "builder", "ovn.sh")
 	cmd := exec.Command("bash", script)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -40,6 +39,29 @@ func OVNRoot() (string, error) {
 		return "", fmt.Errorf("%s: %w", script, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// builderScript finds a script of libs/builder: beside this source file, or, in a binary built
+// with -trimpath (localcp in make demo), above the working directory.
+func builderScript(name string) (string, error) {
+	if _, here, _, ok := runtime.Caller(0); ok && filepath.IsAbs(here) {
+		return filepath.Join(filepath.Dir(here), "..", "builder", name), nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "libs", "builder", name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("libs/builder/%s not found above the working directory", name)
+		}
+		dir = parent
+	}
 }
 
 // StartOVN starts the NB and SB databases and ovn-northd in dir (a new temporary directory when
