@@ -46,11 +46,11 @@ spec:
           image: "{{ .Values.image.repository }}@{{ .Values.image.digest }}"
 `,
 		"deploy/flux/flotilla/kustomizations.yaml": "spec:\n  postBuild:\n    substitute:\n      FLOTILLA_VERSION: \"0.0.0-dev\"\n",
-		"deploy/flux/platform/svc.yaml":           "kind: HelmRelease\n",
-		"deploy/catalog/kustomization.yaml":       "resources: []\n",
-		"deploy/catalog/app/chart/Chart.yaml":     "apiVersion: v2\nname: app\nversion: 0.3.1\n",
-		"deploy/catalog/app/chart/values.yaml":    "replicas: 1\n",
-		"deploy/catalog/app/chart/templates/x.md": "not a manifest\n",
+		"deploy/flux/platform/svc.yaml":            "kind: HelmRelease\n",
+		"deploy/catalog/kustomization.yaml":        "resources: []\n",
+		"deploy/catalog/app/chart/Chart.yaml":      "apiVersion: v2\nname: app\nversion: 0.3.1\n",
+		"deploy/catalog/app/chart/values.yaml":     "replicas: 1\n",
+		"deploy/catalog/app/chart/templates/x.md":  "not a manifest\n",
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, name)
