@@ -82,7 +82,7 @@ func TestAirGappedInstall(t *testing.T) {
 	}
 	defer func() { _ = env.Stop() }()
 	k8s := env.Client
-	dir := os.Getenv("AIRGAP_LOGS")
+	dir := os.Getenv("AIRGAP_LOGS") // keeps the Flux controllers' logs there, to debug a failure
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -167,7 +167,7 @@ func TestAirGappedInstall(t *testing.T) {
 // reads back its offline bundle (the same path an operator's copy takes).
 func buildRelease(ctx context.Context, t *testing.T, version string) *release.Bundle {
 	t.Helper()
-	work := filepath.Join(os.TempDir(), "flotilla-release-work") // binaries: rebuilt, reproducibly, each run
+	work := t.TempDir() // the binaries: linked anew, their packages from the Go build cache
 	meta := release.Meta{Version: version, Revision: "test", Source: "https://example.org/flotilla", Created: time.Unix(1_700_000_000, 0).UTC()}
 	b, err := release.Build(ctx, release.Options{Repo: repo, Meta: meta, WorkDir: work, Log: io.Discard,
 		Platforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}})

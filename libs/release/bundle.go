@@ -102,11 +102,7 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 				return nil, fmt.Errorf("image %s: %w", spec.Name, err)
 			}
 		}
-		idx, err := Index(images, o.Platforms, o.Meta.annotations(spec.Name))
-		if err != nil {
-			return nil, err
-		}
-		a := Artifact{Repository: spec.Name, Tag: o.Meta.Version, Index: idx}
+		a := Artifact{Repository: spec.Name, Tag: o.Meta.Version, Index: Index(images, o.Platforms, o.Meta.annotations(spec.Name))}
 		d, err := a.Digest()
 		if err != nil {
 			return nil, err

@@ -128,13 +128,13 @@ func Image(spec ImageSpec, p v1.Platform, binDir string, m Meta) (v1.Image, erro
 }
 
 // Index joins the platforms' images of one service into a multi-platform image index.
-func Index(images map[string]v1.Image, platforms []v1.Platform, annotations map[string]string) (v1.ImageIndex, error) {
+func Index(images map[string]v1.Image, platforms []v1.Platform, annotations map[string]string) v1.ImageIndex {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range platforms {
 		img := images[p.String()]
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
 	}
-	return mutate.Annotations(idx, annotations).(v1.ImageIndex), nil
+	return mutate.Annotations(idx, annotations).(v1.ImageIndex)
 }
 
 // baseLayer holds what a static Go binary needs from a distribution: the Mozilla root

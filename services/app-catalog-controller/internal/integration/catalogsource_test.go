@@ -222,6 +222,11 @@ func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
 		err := kube.Get(ctx, client.ObjectKey{Name: "memcaches"}, def)
 		return err == nil && def.Labels[catalogv1.LabelSource] == "rogue", client.IgnoreNotFound(err)
 	})
+	// The definition is applied before rogue's status says so: wait for the status too.
+	eventually(t, 60*time.Second, "rogue to report memcaches applied", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKey{Name: "rogue"}, src)
+		return err == nil && fmt.Sprint(src.Status.Definitions) == "[etcds memcaches]", err
+	})
 	if src = waitSource(t, "rogue", "Stalled", catalogv1.KindConflictReason); fmt.Sprint(src.Status.Definitions) != "[etcds memcaches]" {
 		t.Fatalf("rogue applied %v once partner was gone", src.Status.Definitions)
 	}

@@ -336,6 +336,9 @@ func TestAConvergedTenantCausesNoWriteAndSurvivesARestart(t *testing.T) {
 	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
 	adv, err := getMetalLB(ctx, l2Advertisement, "calm")
 	g.Expect(err).NotTo(HaveOccurred())
+	// The baseline is taken once the pool, too, is Ready: the running controller may still have
+	// been writing the namespace's report when it first read Ready.
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-lbcalm"}, tp)).To(Succeed())
 
 	// Reconcilers that remember nothing, reading straight from kube-apiserver: what a restarted
 	// controller does first. They find the allocation and write nothing.
