@@ -82,6 +82,12 @@ func TestPolicyBecomesResourceGroupAndStorageClass(t *testing.T) {
 	create(t, local)
 	ha := condition(t, "ha", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 	condition(t, "local", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+	// Capacity comes from the polled view of LINSTOR: an earlier test's volumes may still be in the
+	// poll that made ha Ready. Wait for the next one before reading the figures.
+	eventually(t, 30*time.Second, "ha's capacity without earlier tests' volumes", func() (bool, error) {
+		err := k8s.Get(ctx, types.NamespacedName{Name: "ha"}, ha)
+		return err == nil && ha.Status.LargestVolume != nil && ha.Status.LargestVolume.Cmp(resource.MustParse("100Gi")) == 0, err
+	})
 
 	g, ok := group(t, "flotilla-ha")
 	if !ok {
