@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,15 +100,15 @@ func nodeNames(args *extenderv1.ExtenderArgs) []string {
 // Filter keeps the nodes that can attach every LINSTOR volume of the pod.
 func (x *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
 	names := nodeNames(args)
-	vols, err := x.volumesOf(ctx, args.Pod)
+	_, claim, err := x.volumesOf(ctx, args.Pod)
 	if err != nil {
 		return &extenderv1.ExtenderFilterResult{Error: err.Error()}, nil
 	}
 	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}}
 	keep := make([]string, 0, len(names))
 	for _, n := range names {
-		if _, ok := x.View.Node(n); len(vols) > 0 && !ok {
-			res.FailedNodes[n] = fmt.Sprintf("node %s has no LINSTOR satellite: it cannot attach volume %s", n, vols[0].Name)
+		if _, ok := x.View.Node(n); claim != "" && !ok {
+			res.FailedNodes[n] = fmt.Sprintf("node %s has no LINSTOR satellite: it cannot hold or attach the LINSTOR volume of claim %s", n, claim)
 			continue
 		}
 		keep = append(keep, n)
@@ -119,7 +120,7 @@ func (x *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*
 // Prioritize scores each node by where the pod's volumes are: a replica there, or in its zone.
 func (x *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.HostPriorityList, error) {
 	names := nodeNames(args)
-	vols, err := x.volumesOf(ctx, args.Pod)
+	vols, _, err := x.volumesOf(ctx, args.Pod)
 	if err != nil {
 		return nil, err
 	}
@@ -160,13 +161,16 @@ func (x *Extender) score(v storage.Volume, node, zone string) int64 {
 	return best
 }
 
-// volumesOf is the pod's LINSTOR volumes that exist: the claims bound to a volume of the LINSTOR
-// CSI driver that the view knows. Claims not yet bound (WaitForFirstConsumer) have no place yet.
-func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Volume, error) {
+// volumesOf is the pod's LINSTOR volumes that exist (the claims bound to a volume of the LINSTOR
+// CSI driver that the view knows) and the name of one of its claims that is or will be a LINSTOR
+// volume ("" when none is): a claim not yet bound (WaitForFirstConsumer) has no place yet, but
+// its StorageClass says it will be a LINSTOR volume wherever the pod lands.
+func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Volume, string, error) {
 	if pod == nil {
-		return nil, fmt.Errorf("no pod in the request")
+		return nil, "", fmt.Errorf("no pod in the request")
 	}
 	var out []storage.Volume
+	linstorClaim := ""
 	for _, vol := range pod.Spec.Volumes {
 		if vol.PersistentVolumeClaim == nil {
 			continue
@@ -176,6 +180,11 @@ func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Vo
 			continue // the scheduler reports missing claims itself
 		}
 		if pvc.Spec.VolumeName == "" {
+			sc := &storagev1.StorageClass{}
+			if pvc.Spec.StorageClassName != nil && x.Reader.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc) == nil &&
+				sc.Provisioner == storagepolicyv1.CSIDriver {
+				linstorClaim = pvc.Name
+			}
 			continue
 		}
 		pv := &corev1.PersistentVolume{}
@@ -185,9 +194,10 @@ func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Vo
 		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagepolicyv1.CSIDriver {
 			continue
 		}
+		linstorClaim = pvc.Name
 		if v, ok := x.View.Volume(pv.Spec.CSI.VolumeHandle); ok {
 			out = append(out, v)
 		}
 	}
-	return out, nil
+	return out, linstorClaim, nil
 }

@@ -192,6 +192,46 @@ func post(t *testing.T, url string, body []byte, into any) {
 
 // A claim waiting for its first consumer is provisioned where kube-scheduler puts its pod: the
 // volume gets a replica on that node (and another in another zone), and the pod is bound there.
+// A claim not yet provisioned (WaitForFirstConsumer) of a Flotilla class will be a LINSTOR
+// volume wherever the pod lands: a node without a LINSTOR satellite can never hold or attach it,
+// and is filtered out before the scheduler picks it and provisioning fails there.
+func TestPendingClaimFiltersNodesWithoutSatellite(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "pending")
+	node(t, "node-4", "a") // no LINSTOR satellite
+	create(t, replicated("pending"))
+	condition(t, "pending", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+	pvc := claim(ns, "data", "pending", "1Gi")
+	if err := k8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, pvc) })
+	p := podWithClaim(ns, "db", "data") // not created: asked about as kube-scheduler asks
+	names := []string{"node-1", "node-2", "node-3", "node-4"}
+	body, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: p, NodeNames: &names})
+	var filtered extenderv1.ExtenderFilterResult
+	// (the extender reads claims from the manager's cache, which sees the new claim shortly)
+	eventually(t, 10*time.Second, "node-4 (no LINSTOR satellite) filtered out for a pending claim", func() (bool, error) {
+		post(t, extenderURL+"/filter", body, &filtered)
+		_, failed := filtered.FailedNodes["node-4"]
+		return failed && !slices.Contains(*filtered.NodeNames, "node-4"), fmt.Errorf("filter result %+v", filtered)
+	})
+	if len(*filtered.NodeNames) != 3 {
+		t.Errorf("the satellites were not all kept: %v", *filtered.NodeNames)
+	}
+	// A claim of another class is not the extender's business: every node passes.
+	other := claim(ns, "other", "standard", "1Gi")
+	if err := k8s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, other) })
+	body, _ = json.Marshal(extenderv1.ExtenderArgs{Pod: podWithClaim(ns, "web", "other"), NodeNames: &names})
+	post(t, extenderURL+"/filter", body, &filtered)
+	if len(*filtered.NodeNames) != 4 {
+		t.Errorf("a pod without LINSTOR claims was filtered: %+v", filtered)
+	}
+}
+
 func TestClaimIsProvisionedWhereItsPodIsScheduled(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "wffc")
