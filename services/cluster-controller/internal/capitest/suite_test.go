@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"flag"
 	"fmt"
 	"math/big"
 	"net"
@@ -21,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,7 +28,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -68,20 +65,7 @@ var contractLabels = map[string]map[string]string{
 	"kubeadmconfigs.bootstrap.cluster.x-k8s.io":                {"cluster.x-k8s.io/v1beta2": "v1beta2"},
 }
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	level := zapcore.ErrorLevel
-	if testing.Verbose() {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, run) }
 
 func run(m *testing.M) (int, error) {
 	var err error

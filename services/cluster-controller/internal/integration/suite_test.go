@@ -2,17 +2,13 @@ package integration_test
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -113,20 +108,7 @@ func (c *reconcileCounter) count(key types.NamespacedName) int {
 	return c.done[key]
 }
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	level := zapcore.ErrorLevel
-	if testing.Verbose() {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, run) }
 
 func run(m *testing.M) (int, error) {
 	scheme := runtime.NewScheme()

@@ -7,9 +7,7 @@ package testsupport
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -18,7 +16,6 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
@@ -29,10 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -47,20 +44,7 @@ const TestLabel = "test.net.flotilla.dev/case"
 
 // Main runs a suite: logs at error level (debug with -v), run sets up the real components and runs
 // the tests, and its error fails the binary.
-func Main(m *testing.M, run func(*testing.M) (int, error)) {
-	flag.Parse()
-	level := zapcore.ErrorLevel
-	if testing.Verbose() {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
+func Main(m *testing.M, run func(*testing.M) (int, error)) { testenv.Main(m, run) }
 
 // moduleDir is services/net-controller.
 func moduleDir() string {

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	lapi "github.com/LINBIT/golinstor/client"
-	"go.uber.org/zap/zapcore"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +23,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -64,20 +61,7 @@ var (
 
 const gib = 1024 * 1024 // KiB
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	level := zapcore.ErrorLevel
-	if testing.Verbose() {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, run) }
 
 func run(m *testing.M) (int, error) {
 	scheme := runtime.NewScheme()

@@ -29,6 +29,7 @@ import (
 
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
@@ -251,17 +252,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, def *catalogv1.Applica
 // SetupWithManager registers the reconciler. Every definition change re-judges all definitions
 // (a clash involves two); an app's HelmRelease going away re-checks its terminating definition.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var defs catalogv1.ApplicationDefinitionList
-		if err := r.Client.List(ctx, &defs); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(defs.Items))
-		for _, d := range defs.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&d)})
-		}
-		return reqs
-	})
+	all := enqueue.All[catalogv1.ApplicationDefinitionList](r.Client)
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[catalogv1.LabelDefinition]; name != "" {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
@@ -174,17 +175,7 @@ func (r *Reconciler) held(ctx context.Context, pool string) (int, error) {
 // IPAddressPools or its L2Advertisement changes, and when any pool changes (overlap is decided
 // among all of them).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	allPools := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		list := &netv1.LoadBalancerPoolList{}
-		if err := r.List(ctx, list); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-		}
-		return out
-	})
+	allPools := enqueue.All[netv1.LoadBalancerPoolList](r.Client)
 	byPoolLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if p := o.GetLabels()[netv1.LabelPool]; p != "" && o.GetNamespace() == r.Namespace {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p}}}

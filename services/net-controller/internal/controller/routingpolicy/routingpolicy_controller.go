@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 )
@@ -96,17 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // SetupWithManager registers the controller: any node or node report may change any policy's
 // summary.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		list := &netv1.RoutingPolicyList{}
-		if err := r.List(ctx, list); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-		}
-		return out
-	})
+	all := enqueue.All[netv1.RoutingPolicyList](r.Client)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("routingpolicy").
 		For(&netv1.RoutingPolicy{}).

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
@@ -81,17 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // SetupWithManager registers the controller: a pool is looked at again when a Subnet of its
 // changes, and when any pool changes (overlap is decided among all of them).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	allPools := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		list := &netv1.SubnetPoolList{}
-		if err := r.List(ctx, list); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-		}
-		return out
-	})
+	allPools := enqueue.All[netv1.SubnetPoolList](r.Client)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("subnetpool").
 		For(&netv1.SubnetPool{}).

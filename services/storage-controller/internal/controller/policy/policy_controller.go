@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
@@ -130,17 +131,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Retry == 0 {
 		r.Retry = time.Minute
 	}
-	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list storagepolicyv1.StoragePolicyList
-		if err := r.List(ctx, &list); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-		}
-		return reqs
-	})
+	all := enqueue.All[storagepolicyv1.StoragePolicyList](r.Client)
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[storagepolicyv1.LabelPolicy]; name != "" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}

@@ -2,14 +2,11 @@ package tenant_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -42,21 +38,7 @@ var (
 	chartDir   = filepath.Join("..", "..", "..", "..", "..", "deploy", "charts", "tenant-controller")
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	// The controller's logs only with -v: the summary of a passing run stays readable.
-	level := zapcore.ErrorLevel
-	if testing.Verbose() {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, run) }
 
 func run(m *testing.M) (int, error) {
 	scheme := runtime.NewScheme()
