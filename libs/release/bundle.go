@@ -26,6 +26,7 @@ type Meta struct {
 	Created  time.Time // the commit's time, so that a rebuild gives the same bytes
 }
 
+// labels are the OCI labels of an image and the annotations of an artifact: the same keys.
 func (m Meta) labels(title string) map[string]string {
 	return map[string]string{
 		"org.opencontainers.image.title":    title,
@@ -35,8 +36,6 @@ func (m Meta) labels(title string) map[string]string {
 		"org.opencontainers.image.created":  m.Created.UTC().Format(time.RFC3339),
 	}
 }
-
-func (m Meta) annotations(title string) map[string]string { return m.labels(title) }
 
 // Artifact is one thing of a release, at <registry prefix>/<Repository>:<Tag>.
 type Artifact struct {
@@ -102,7 +101,7 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 				return nil, fmt.Errorf("image %s: %w", spec.Name, err)
 			}
 		}
-		a := Artifact{Repository: spec.Name, Tag: o.Meta.Version, Index: Index(images, o.Platforms, o.Meta.annotations(spec.Name))}
+		a := Artifact{Repository: spec.Name, Tag: o.Meta.Version, Index: Index(images, o.Platforms, o.Meta.labels(spec.Name))}
 		d, err := a.Digest()
 		if err != nil {
 			return nil, err

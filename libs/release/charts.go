@@ -83,13 +83,11 @@ func PackageChart(dir string, ch ChartChanges, m Meta) (tgz, chartJSON []byte, e
 	if err != nil {
 		return nil, nil, err
 	}
-	if t.err == nil {
-		t.err = t.w.Close()
+	raw, err := t.bytes()
+	if err != nil {
+		return nil, nil, err
 	}
-	if t.err != nil {
-		return nil, nil, t.err
-	}
-	if tgz, err = gzipped(t.buf.Bytes()); err != nil {
+	if tgz, err = gzipped(raw); err != nil {
 		return nil, nil, err
 	}
 	chartJSON, err = yaml.YAMLToJSON(chartYAML)
@@ -120,7 +118,7 @@ func ChartArtifact(tgz, chartJSON []byte, m Meta) (v1.Image, error) {
 	if err := json.Unmarshal(chartJSON, &c); err != nil {
 		return nil, err
 	}
-	ann := m.annotations(c.Name)
+	ann := m.labels(c.Name)
 	ann["org.opencontainers.image.version"] = c.Version
 	if c.Description != "" {
 		ann["org.opencontainers.image.description"] = c.Description

@@ -70,6 +70,6 @@ func FluxArtifact(dir string, rewrite func(rel string, body []byte) ([]byte, err
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return nil, err
 	}
-	img = mutate.Annotations(img, m.annotations(title)).(v1.Image)
+	img = mutate.Annotations(img, m.labels(title)).(v1.Image)
 	return mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(tgz, oci.CanonicalContentMediaType)})
 }

@@ -197,15 +197,20 @@ func (t *tarWriter) dirOwned(name string, mode int64, id int) {
 	t.header(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, Uid: id, Gid: id}, nil)
 }
 
-// layer gzips the tar into an OCI layer.
-func (t *tarWriter) layer() (v1.Layer, error) {
+// bytes ends the tar and returns it.
+func (t *tarWriter) bytes() ([]byte, error) {
 	if t.err == nil {
 		t.err = t.w.Close()
 	}
-	if t.err != nil {
-		return nil, t.err
+	return t.buf.Bytes(), t.err
+}
+
+// layer gzips the tar into an OCI layer.
+func (t *tarWriter) layer() (v1.Layer, error) {
+	raw, err := t.bytes()
+	if err != nil {
+		return nil, err
 	}
-	raw := t.buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil },
 		tarball.WithMediaType(types.OCILayer))
 }
