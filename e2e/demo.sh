@@ -7,33 +7,53 @@
 #       catalog's charts (state in .local/), installs CRDs, webhooks and tenant roles, runs every
 #       controller and the apps apiserver as its own process, and the LINSTOR test double (with a
 #       Node per satellite) for the storage-controller, OVN for the net-controller, kube-scheduler
-#       with the storage-controller's extender, applies the starter catalog and
-#       deploy/examples/ and waits for Ready: the tenant tree, a Postgres in tenant acme, the
-#       storage policies, the tenant subnets and two tenants' networks.
+#       with the storage-controller's extender, Cluster API's real core manager and kubeadm
+#       bootstrap provider with the local provider stand-in (Kamaji + KubeVirt) for the
+#       cluster-controller, applies the starter catalog and deploy/examples/ and waits for Ready:
+#       the tenant tree, a Postgres in tenant acme, the storage policies, the tenant subnets and
+#       two tenants' networks; then acme orders a Kubernetes cluster and lists its nodes.
 # down: stops the controllers and the control plane; the state stays in .local/.
 #
 # FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: the
 # tenant-controller's webhook, +1: the apps apiserver, +2: the Helm repository, +3: the
 # storage-controller's webhooks, +4: the LINSTOR test double, +5: the storage-controller's
-# kube-scheduler extender), so that a second demo (the e2e test's) can run beside yours. OVN's
-# databases listen on unix sockets in a temporary directory.
+# kube-scheduler extender, +6: the Cluster API manager's webhooks, +7: the kubeadm bootstrap
+# provider's webhooks), so that a second demo (the e2e test's) can run beside yours. OVN's
+# databases listen on unix sockets in a temporary directory; the customers' API servers (the
+# local provider stand-in's) on free loopback ports kept in .local/local-provider/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 state=${FLOTILLA_STATE:-$root/.local}
 mkdir -p "$state/bin" "$state/logs"
-services=(tenant-controller app-catalog-controller storage-controller net-controller)
+services=(tenant-controller app-catalog-controller storage-controller net-controller cluster-controller)
+# What the cluster-controller's clusters are made by: Cluster API's real managers and the local
+# provider stand-in for Kamaji and KubeVirt (nothing here runs pods or VMs).
+capi_processes=(cluster-api-manager kubeadm-bootstrap-manager local-provider)
 base=${FLOTILLA_PORT_BASE:-19443}
 webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2)) linstor_port=$((base + 4)) extender_port=$((base + 5))
 # Each service with an admission webhook serves it on a port of its own.
 declare -A webhook_ports=([tenant-controller]=$webhook_port [storage-controller]=$((base + 3)))
 # Flags of the services beyond the common ones: the storage-controller talks to the LINSTOR test
 # double (no LINSTOR can run here), and polls it often so that the demo shows changes quickly.
-declare -A service_flags=([storage-controller]="--linstor-endpoint=http://127.0.0.1:$linstor_port --linstor-poll-interval=5s --extender-bind-address=127.0.0.1:$extender_port")
+# The cluster-controller's add-on charts come from the demo's Helm repository (below).
+declare -A service_flags=([storage-controller]="--linstor-endpoint=http://127.0.0.1:$linstor_port --linstor-poll-interval=5s --extender-bind-address=127.0.0.1:$extender_port"
+  [cluster-controller]="--addons-repository=http://127.0.0.1:$charts_port")
 # The LINSTOR test double's satellites; the demo makes a Node of each.
 linstor_nodes=node-1=zone-a,node-2=zone-a,node-3=zone-b,node-4=zone-b
 cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1 # the Postgres chart's Cluster CRD
 kubeovn=github.com/kubeovn/kube-ovn@v1.16.2             # Kube-OVN's Subnet CRD, for the net-controller
+capi=sigs.k8s.io/cluster-api@v1.13.6                     # Cluster API's CRDs (core and kubeadm bootstrap), for the cluster-controller
+capk=sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2   # CAPK's KubevirtCluster and KubevirtMachine(Template) CRDs
+# The Cluster API contract labels the providers' kustomizations put on their CRDs (CRD=label=version).
+contract_labels=(
+  kubevirtclusters.infrastructure.cluster.x-k8s.io=cluster.x-k8s.io/v1beta1=v1alpha1
+  kubevirtmachines.infrastructure.cluster.x-k8s.io=cluster.x-k8s.io/v1beta1=v1alpha1
+  kubevirtmachinetemplates.infrastructure.cluster.x-k8s.io=cluster.x-k8s.io/v1beta1=v1alpha1
+  kamajicontrolplanes.controlplane.cluster.x-k8s.io=cluster.x-k8s.io/v1beta2=v1alpha2
+  kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io=cluster.x-k8s.io/v1beta2=v1beta2
+  kubeadmconfigs.bootstrap.cluster.x-k8s.io=cluster.x-k8s.io/v1beta2=v1beta2
+)
 # kubectl's discovery cache of this control plane, so a previous one on the same port cannot
 # stand in for it.
 export KUBECACHEDIR=$state/kube-cache
@@ -63,8 +83,16 @@ stop() { # pidfile
   rm -f "$1"
 }
 
+# run_bg NAME COMMAND...: (re)starts COMMAND as process NAME, logging to logs/NAME.log.
+run_bg() {
+  local name=$1; shift
+  stop "$state/$name.pid"
+  setsid nohup "$@" > "$state/logs/$name.log" 2>&1 &
+  echo $! > "$state/$name.pid"
+}
+
 down() {
-  for s in "${services[@]}" apps-apiserver linstor-double net-agent node-netns; do stop "$state/$s.pid"; done
+  for s in "${services[@]}" "${capi_processes[@]}" apps-apiserver linstor-double net-agent node-netns; do stop "$state/$s.pid"; done
   stop "$state/localcp.pid"
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
 }
@@ -101,10 +129,77 @@ node_agent() {
   echo
 }
 
+# kubernetes_cluster: acme's administrator orders a managed Kubernetes cluster through the apps API
+# (the starter catalog's Kubernetes renders a KubernetesCluster); the cluster-controller makes Cluster
+# API's objects, Cluster API's real managers the Machines, the local provider stand-in the customer's
+# API server and a Node per worker VM. The demo prints the cluster's conditions as they change, then
+# lists the nodes and the ingress add-on (installed by Flux's helm-controller; its chart is the
+# cluster-controller's test fixture, the platform's add-on charts do not exist yet) with the
+# customer's own kubeconfig, and scales the node group through the apps API.
+kubernetes_cluster() {
+  local cluster=k8s-demo ns=tenant-acme
+  say "managed Kubernetes: acme orders a cluster through the apps API (cluster-controller, Cluster API, the local provider stand-in)"
+  "${as_acme[@]}" apply -f - <<'YAML'
+apiVersion: apps.flotilla.dev/v1alpha1
+kind: Kubernetes
+metadata: {name: demo, namespace: tenant-acme}
+spec:
+  controlPlane: {replicas: 1}
+  nodeGroups: [{name: default, minReplicas: 2, maxReplicas: 3, instanceType: small}]
+  addons: {ingress: true}
+YAML
+  echo "  KubernetesCluster $ns/$cluster, its conditions as they change:"
+  watch_cluster 240
+  kubectl wait -n "$ns" "kubernetesclusters/$cluster" --for=condition=Ready --timeout=10s >/dev/null || cluster_diagnostics
+  "${as_acme[@]}" get -n "$ns" kuberneteses
+  kubectl get -n "$ns" kubernetesclusters -o wide
+  echo "  Cluster API's view (its real managers):"
+  kubectl get -n "$ns" machines.cluster.x-k8s.io | sed 's/^/    /'
+  echo "  the customer's kubeconfig (Secret $cluster-admin-kubeconfig, read by acme's admin), against the customer's own API server:"
+  "${as_acme[@]}" get secret -n "$ns" "$cluster-admin-kubeconfig" -o jsonpath='{.data.kubeconfig}' | base64 -d > "$state/$cluster.kubeconfig"
+  chmod 600 "$state/$cluster.kubeconfig"
+  local customer=(kubectl --kubeconfig "$state/$cluster.kubeconfig" --cache-dir "$state/kube-cache-$cluster")
+  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get nodes"
+  "${customer[@]}" get nodes | sed 's/^/    /'
+  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get configmaps -n flotilla-ingress   # the ingress add-on, put there by Flux"
+  "${customer[@]}" get configmaps -n flotilla-ingress ingress-settings | sed 's/^/    /'
+  echo
+  say "scaling acme's cluster through the apps API: node group default to 3"
+  "${as_acme[@]}" patch -n "$ns" kubernetes demo --type=merge \
+    -p '{"spec":{"nodeGroups":[{"name":"default","minReplicas":3,"maxReplicas":3,"instanceType":"small"}]}}'
+  watch_cluster 120 "default 3/3 ready"
+  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get nodes"
+  "${customer[@]}" get nodes | sed 's/^/    /'
+  echo
+}
+
+# watch_cluster SECONDS [WORKERS]: prints the cluster's conditions whenever they change, until it
+# is Ready (with that WorkersReady message).
+watch_cluster() {
+  local last="" now t0=$SECONDS
+  for _ in $(seq "$1"); do
+    now=$(kubectl get -n "$ns" kubernetesclusters "$cluster" --ignore-not-found \
+      -o jsonpath='{range .status.conditions[*]}{.type}={.status} {end}{.status.conditions[?(@.type=="WorkersReady")].message}' 2>/dev/null || true)
+    if [[ -n $now && $now != "$last" ]]; then printf '    %4ss  %s\n' $((SECONDS - t0)) "$now"; last=$now; fi
+    if [[ $now == *"Ready=True "* && $(kubectl get -n "$ns" kubernetesclusters "$cluster" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True && $now == *"${2:-}" ]]; then
+      return
+    fi
+    sleep 1
+  done
+  cluster_diagnostics
+}
+
+cluster_diagnostics() {
+  kubectl get -n "$ns" kubernetesclusters,clusters.cluster.x-k8s.io,machines.cluster.x-k8s.io,helmreleases -o wide || true
+  for p in cluster-controller cluster-api-manager local-provider; do echo "--- $p"; tail -20 "$state/logs/$p.log"; done
+  exit 1
+}
+
 up() {
   start=$SECONDS
   say "building the control plane binaries (cached in ${FLOTILLA_CACHE:-~/.cache/flotilla}; a cold build takes minutes)"
-  bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager helm source-controller helm-controller)
+  bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager helm source-controller helm-controller \
+    cluster-api-manager kubeadm-bootstrap-manager)
   export PATH=$bin:$PATH
   say "building the controllers"
   # The flags of `make release` (libs/release): one compilation of each package serves both.
@@ -114,10 +209,18 @@ up() {
   build "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
   build "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
   build "$state/bin/net-agent" ./services/net-controller/cmd/agent
+  build "$state/bin/local-provider" ./services/cluster-controller/cmd/local-provider
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
+  # The platform's add-on charts do not exist yet: the cluster-controller's test fixture stands in
+  # for the ingress add-on (a ConfigMap), served from the same repository.
+  charts+="$root/services/cluster-controller/test/addons/ingress,"
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
-  crds+="$(go mod download -json "$kubeovn" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')/charts/kube-ovn-v2/crds,"
+  moddir() { go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+  crds+="$(moddir "$kubeovn")/charts/kube-ovn-v2/crds,"
+  capi_dir=$(moddir "$capi")
+  crds+="$capi_dir/config/crd/bases,$capi_dir/bootstrap/kubeadm/config/crd/bases,$(moddir "$capk")/config/crd/bases,"
+  crds+="$root/services/cluster-controller/test/crds/kamaji,"
   hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
   if ! alive "$state/localcp.pid"; then
     say "starting the control plane (etcd, kube-apiserver, kube-controller-manager, Flux, a Helm repository)"
@@ -125,7 +228,7 @@ up() {
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port" \
-      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml" \
+      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
       --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --ovn \
       --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin \
       > "$state/logs/localcp.log" 2>&1 &
@@ -136,6 +239,7 @@ up() {
   export KUBECONFIG=$state/kubeconfig
   # shellcheck disable=SC1091
   source "$state/webhook.env"
+  : "${ETCD_URL:?the running control plane predates the cluster-controller in the demo: make demo-down first}"
   service_flags[net-controller]="--ovn-nb=$OVN_NB"
 
   stop "$state/linstor-double.pid"
@@ -155,6 +259,20 @@ up() {
     kubectl patch node "${n%%=*}" --subresource=status --type=merge \
       -p '{"status":{"capacity":{"cpu":"16","memory":"64Gi","pods":"110"},"allocatable":{"cpu":"16","memory":"64Gi","pods":"110"}}}' >/dev/null
   done
+
+  for l in "${contract_labels[@]}"; do
+    IFS='=' read -r crd label version <<<"$l"
+    kubectl label --overwrite crd "$crd" "$label=$version" >/dev/null
+  done
+  # Cluster API's managers serve webhooks that nothing points at (the cluster-controller writes
+  # complete objects); their servers still need a certificate: localcp's serves.
+  capi_flags=(--webhook-cert-dir="$WEBHOOK_CERT_DIR" --health-addr=127.0.0.1:0 --diagnostics-address=0 --insecure-diagnostics=true)
+  say "starting Cluster API's core manager and kubeadm bootstrap provider (real, built from $capi)"
+  run_bg cluster-api-manager "$bin/cluster-api-manager" --webhook-port=$((base + 6)) "${capi_flags[@]}"
+  run_bg kubeadm-bootstrap-manager "$bin/kubeadm-bootstrap-manager" --webhook-port=$((base + 7)) "${capi_flags[@]}"
+  say "starting the local provider STAND-IN for Kamaji and KubeVirt (a real kube-apiserver per customer control plane on the platform's etcd, a Node per worker VM; no pods or VMs run here)"
+  run_bg local-provider "$state/bin/local-provider" --etcd-servers="$ETCD_URL" --state-dir="$state/local-provider" \
+    --kube-apiserver="$bin/kube-apiserver" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
 
   for s in "${services[@]}"; do
     stop "$state/$s.pid"
@@ -282,6 +400,7 @@ YAML
   LD_LIBRARY_PATH=$OVN_ROOT/usr/lib/x86_64-linux-gnu:$OVN_ROOT/lib/x86_64-linux-gnu "$OVN_ROOT/usr/bin/ovn-nbctl" --db="$OVN_NB" lr-list | sed 's/^/    /'
   echo
 
+  kubernetes_cluster
   node_agent
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
@@ -294,6 +413,7 @@ YAML
   echo "    export KUBECONFIG=$state/kubeconfig PATH=$bin:\$PATH"
   echo "    kubectl get tenants.tenancy.flotilla.dev -A; kubectl get postgres -A"
   echo "  or sit in a tenant's seat: export KUBECONFIG=$state/users/acme-admin.kubeconfig (also acme-viewer, beta-admin)"
+  echo "  acme's Kubernetes cluster, with the customer's kubeconfig: kubectl --kubeconfig $state/k8s-demo.kubeconfig get nodes"
   echo "  logs: .local/logs/   stop: make demo-down"
 }
 

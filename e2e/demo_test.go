@@ -11,7 +11,8 @@ import (
 // `make demo` works as the README promises: the control plane starts, the controllers run as
 // their own processes, the example tenant tree becomes Ready and is printed, the starter catalog
 // is served and the Postgres ordered in tenant acme is Ready, the storage policies are Ready on the
-// LINSTOR test double; `make demo-down` stops everything.
+// LINSTOR test double; acme's Kubernetes cluster is Ready and its nodes are listed with the
+// customer's kubeconfig; `make demo-down` stops everything.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole local platform")
@@ -83,5 +84,46 @@ func TestDemo(t *testing.T) {
 	}
 	if !strings.Contains(out, "pod/db condition met") {
 		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)
+	}
+	demoCluster(t, out)
+}
+
+// demoCluster checks what the demo shows of the Kubernetes cluster acme orders through the apps
+// API: the app and its KubernetesCluster Ready with both workers (Cluster API's real managers, the
+// local provider stand-in), the nodes listed by kubectl with the customer's kubeconfig against the
+// customer's own API server, the ingress add-on inside, and a third node after scaling.
+func demoCluster(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{"kubernetes.apps.flotilla.dev/demo created", "kubernetes.apps.flotilla.dev/demo patched",
+		"kubectl --kubeconfig ", "ingress-settings", "default 3/3 ready"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	appReady, clusterReady := false, false
+	// The nodes each "get nodes" against the customer's API server lists (NAME STATUS ROLES AGE VERSION).
+	var listings []map[string]bool
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if strings.HasPrefix(strings.TrimSpace(line), "$ kubectl --kubeconfig ") && strings.HasSuffix(line, " get nodes") {
+			listings = append(listings, map[string]bool{})
+			continue
+		}
+		// NAME READY VERSION AGE: the app, as acme's administrator sees it.
+		appReady = appReady || (len(f) >= 2 && f[0] == "demo" && f[1] == "True")
+		// NAME VERSION ENDPOINT WORKERS READY …: the KubernetesCluster the app rendered.
+		clusterReady = clusterReady || (len(f) >= 8 && f[0] == "k8s-demo" && strings.Contains(line, "default 2/2 ready   True"))
+		if len(listings) > 0 && len(f) == 5 && strings.HasPrefix(f[0], "k8s-demo-default-") && f[1] == "Ready" {
+			listings[len(listings)-1][f[0]] = true
+		}
+	}
+	if !appReady {
+		t.Errorf("the Kubernetes app demo is not shown Ready:\n%s", out)
+	}
+	if !clusterReady {
+		t.Errorf("the KubernetesCluster k8s-demo is not shown Ready with 2/2 workers:\n%s", out)
+	}
+	if len(listings) != 2 || len(listings[0]) != 2 || len(listings[1]) != 3 {
+		t.Errorf("want the customer's 2 Ready nodes, then 3 after scaling, listed with its kubeconfig; got %v:\n%s", listings, out)
 	}
 }

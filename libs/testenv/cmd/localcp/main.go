@@ -3,7 +3,8 @@
 // CRDs, webhooks and manifests installed; optionally the real Flux source-controller and
 // helm-controller, a loopback Helm repository of charts, and APIServices for aggregated servers
 // on local ports; optionally a real OVN and the real kube-scheduler. It writes <dir>/kubeconfig and
-// <dir>/webhook.env (with OVN_NB), and stops everything cleanly
+// <dir>/webhook.env (with ETCD_URL, the etcd it runs, for stand-ins that keep state there, and
+// OVN_NB), and stops everything cleanly
 // on SIGTERM or SIGINT. etcd's data stays in <dir>/etcd across runs. With --users it also writes
 // <dir>/users/<name>.kubeconfig for each example user: a client certificate the apiserver accepts,
 // with the group an OIDC provider would give (tenant-acme-admin, say), so that anyone can sit in a
@@ -152,7 +153,7 @@ func run(o options) error {
 		}
 	}
 	w := env.WebhookInstallOptions
-	webhookEnv := fmt.Sprintf("WEBHOOK_PORT=%d\nWEBHOOK_CERT_DIR=%s\n", w.LocalServingPort, w.LocalServingCertDir)
+	webhookEnv := fmt.Sprintf("WEBHOOK_PORT=%d\nWEBHOOK_CERT_DIR=%s\nETCD_URL=%s\n", w.LocalServingPort, w.LocalServingCertDir, env.ControlPlane.Etcd.URL)
 	if o.ovn {
 		nb, err := testenv.StartOVN("")
 		if err != nil {
