@@ -4,7 +4,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 # Modules in go.work, in dependency order. Each also builds alone with GOWORK=off.
-SERVICES := tenant-controller app-catalog-controller storage-controller net-controller cluster-controller
+SERVICES := tenant-controller app-catalog-controller storage-controller net-controller cluster-controller usage-api
 MODULES  := libs/apis libs/runtime libs/testenv libs/release $(foreach s,$(SERVICES),services/$(s)/api services/$(s)) e2e
 
 export FLOTILLA_CACHE ?= $(HOME)/.cache/flotilla
@@ -61,8 +61,10 @@ generate: tools ## Generate deepcopy, CRDs, RBAC and webhook manifests into the 
 	  (cd services/$$s && go generate ./...); \
 	  (cd services/$$s/api && controller-gen object paths=./... crd:maxDescLen=400 output:crd:dir=$$chart/crds); \
 	  paths=$$(cd services/$$s && for d in controller webhook; do if [ -d internal/$$d ]; then echo "paths=./internal/$$d/..."; fi; done); \
-	  (cd services/$$s && controller-gen rbac:roleName=$$s webhook $$paths \
-	     output:rbac:dir=$$chart/files output:webhook:dir=$$chart/files); \
+	  if [ -n "$$paths" ]; then \
+	    (cd services/$$s && controller-gen rbac:roleName=$$s webhook $$paths \
+	       output:rbac:dir=$$chart/files output:webhook:dir=$$chart/files); \
+	  fi; \
 	  if [ -d services/$$s/internal/agent ]; then \
 	    (cd services/$$s && controller-gen rbac:roleName=$$s-agent paths=./internal/agent/... \
 	       output:rbac:artifacts:config=$$chart/files/agent); \

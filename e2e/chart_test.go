@@ -44,20 +44,23 @@ func TestCharts(t *testing.T) {
 			for _, o := range objs {
 				kinds[o.GetKind()] = o
 			}
-			for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "PodDisruptionBudget"} {
+			for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "Service", "PodDisruptionBudget"} {
 				if kinds[k] == nil {
 					t.Errorf("chart renders no %s", k)
 				}
 			}
-			// The release is named after the service, and so is the controller's Deployment.
-			controller := false
+			// The release is named after the service, and so is its main Deployment: a
+			// controller's, electing a leader (in a Role's leases), or an aggregated API server's.
+			main := false
 			for _, o := range objs {
 				if o.GetKind() == "Deployment" {
-					controller = controller || o.GetName() == svc
-					checkDeployment(t, o, o.GetName() == svc)
+					main = main || o.GetName() == svc
+					if checkDeployment(t, o, o.GetName() == svc) && kinds["Role"] == nil {
+						t.Errorf("deployment %s elects a leader, and the chart renders no Role for its leases", o.GetName())
+					}
 				}
 			}
-			if !controller {
+			if !main {
 				t.Errorf("chart renders no Deployment %s", svc)
 			}
 			checkGeneratedRBAC(t, chart, objs)
@@ -102,9 +105,10 @@ func optionalFeatures(t *testing.T, chart string) []string {
 	return flags
 }
 
-// checkDeployment checks one of the chart's Deployments. The controller's, named after the release,
-// elects a leader; others (an aggregated API server) run every replica active.
-func checkDeployment(t *testing.T, d *unstructured.Unstructured, controller bool) {
+// checkDeployment checks one of the chart's Deployments and tells whether it elects a leader. The
+// main one, named after the release, is a controller electing a leader unless it is an aggregated
+// API server (it serves on --secure-port); those run every replica active.
+func checkDeployment(t *testing.T, d *unstructured.Unstructured, main bool) (leader bool) {
 	t.Helper()
 	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 	if len(containers) != 1 {
@@ -112,7 +116,9 @@ func checkDeployment(t *testing.T, d *unstructured.Unstructured, controller bool
 	}
 	c := containers[0].(map[string]any)
 	args, _, _ := unstructured.NestedStringSlice(c, "args")
-	if controller && !slices.Contains(args, "--leader-elect") {
+	apiserver := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--secure-port=") })
+	leader = slices.Contains(args, "--leader-elect")
+	if main && !apiserver && !leader {
 		t.Errorf("deployment %s does not elect a leader: %v", d.GetName(), args)
 	}
 	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
@@ -143,6 +149,7 @@ func checkDeployment(t *testing.T, d *unstructured.Unstructured, controller bool
 	if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Contains(drop, "ALL") {
 		t.Errorf("deployment %s keeps capabilities: drop %v", d.GetName(), drop)
 	}
+	return leader
 }
 
 // Each ClusterRole generated from RBAC markers (files/role.yaml for the controller,
@@ -150,11 +157,18 @@ func checkDeployment(t *testing.T, d *unstructured.Unstructured, controller bool
 // exactly the generated rules.
 func checkGeneratedRBAC(t *testing.T, chart string, objs []*unstructured.Unstructured) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(chart, "files", "*", "role.yaml"))
+	files, err := filepath.Glob(filepath.Join(chart, "files", "*role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range append([]string{filepath.Join(chart, "files", "role.yaml")}, files...) {
+	others, err := filepath.Glob(filepath.Join(chart, "files", "*", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files = append(files, others...); len(files) == 0 {
+		t.Errorf("no RBAC generated from markers in %s/files", chart)
+	}
+	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
