@@ -21,6 +21,10 @@ type SchedulerOptions struct {
 	// PercentageOfNodesToScore: 0 keeps kube-scheduler's adaptive default, which stops looking
 	// for feasible nodes after about 40% of 1,000 (so an extender is shown only those).
 	PercentageOfNodesToScore int32
+	// MetricsPort, if set, serves kube-scheduler's /metrics and /metrics/resources (each pod's
+	// effective requests, with its node) on 127.0.0.1:MetricsPort over HTTPS to anyone: for a
+	// local metrics store (the usage-api's) to scrape without credentials.
+	MetricsPort int
 }
 
 // StartScheduler runs the real kube-scheduler (built by libs/builder) against the control plane,
@@ -50,7 +54,13 @@ func (e *Env) StartScheduler(dir string, o SchedulerOptions) (*Scheduler, error)
 		return nil, err
 	}
 	n := len(e.procs)
-	if err := e.StartProcess("kube-scheduler", dir, nil, "--config="+path, "--secure-port=0", "--v=1"); err != nil {
+	serving := []string{"--secure-port=0"}
+	if o.MetricsPort != 0 {
+		serving = []string{fmt.Sprintf("--secure-port=%d", o.MetricsPort), "--bind-address=127.0.0.1", "--cert-dir=" + filepath.Join(dir, "kube-scheduler-certs"),
+			"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/metrics/resources"}
+	}
+	if err := e.StartProcess("kube-scheduler", dir, nil, append([]string{"--config=" + path, "--v=1"}, serving...)...); err != nil {
 		return nil, fmt.Errorf("kube-scheduler: %w", err)
 	}
 	return &Scheduler{p: e.procs[n]}, nil

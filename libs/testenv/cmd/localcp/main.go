@@ -52,11 +52,12 @@ func main() {
 	ovn := flag.Bool("ovn", false, "Run OVN (NB and SB ovsdb-server, ovn-northd; fetched into the cache by libs/builder/ovn.sh); its NB address goes into <dir>/webhook.env as OVN_NB.")
 	scheduler := flag.Bool("scheduler", false, "Run kube-scheduler (every node scored), Nodes being made by hand.")
 	extenders := flag.String("scheduler-extenders", "", "Comma-separated URLs of kube-scheduler extenders (filter, prioritize; ignorable), with --scheduler.")
+	schedulerMetrics := flag.Int("scheduler-metrics-port", 0, "Port on 127.0.0.1 where kube-scheduler serves /metrics/resources to anyone (HTTPS), with --scheduler; 0: none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
 		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices),
-		users: split(*users), scheduler: *scheduler, extenders: split(*extenders), ovn: *ovn}
+		users: split(*users), scheduler: *scheduler, extenders: split(*extenders), schedulerMetrics: *schedulerMetrics, ovn: *ovn}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
@@ -77,6 +78,7 @@ type options struct {
 	extenders                         []string
 	scheduler, ovn                    bool
 	webhookPort, chartsPort           int
+	schedulerMetrics                  int
 	flux                              bool
 }
 
@@ -112,7 +114,7 @@ func run(o options) error {
 			ext = append(ext, schedconfigv1.Extender{URLPrefix: u, FilterVerb: "filter", PrioritizeVerb: "prioritize", Weight: 5,
 				NodeCacheCapable: true, Ignorable: true, HTTPTimeout: metav1.Duration{Duration: 2 * time.Second}})
 		}
-		if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{Extenders: ext, PercentageOfNodesToScore: 100}); err != nil {
+		if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{Extenders: ext, PercentageOfNodesToScore: 100, MetricsPort: o.schedulerMetrics}); err != nil {
 			return err
 		}
 	}
