@@ -101,27 +101,46 @@ type key struct {
 // sums are resource × seconds: core-seconds and byte-seconds.
 type sums struct{ cpu, memory, ephemeral float64 }
 
-// Report computes the usage of s over p.
-func (e *Engine) Report(ctx context.Context, s Scope, p Period) (usagev1.Report, error) {
-	report := usagev1.Report{Resolution: metav1.Duration{Duration: e.cfg.Resolution}}
+// Queries are what a report asks the metrics store: Requests over Range (a range query), Labels
+// at the period's end (an instant query).
+type Queries struct {
+	Requests, Labels string
+	Range            promv1.Range
+}
+
+// Queries returns the queries Report makes for s over p.
+func (e *Engine) Queries(s Scope, p Period) Queries {
 	namespaces := make([]string, len(s.Tenants))
 	for i, t := range s.Tenants {
 		namespaces[i] = t.Namespace
 	}
+	return Queries{
+		Requests: requestQuery(namespaces, e.cfg.SchedulerJob, e.cfg.Resolution, e.cfg.MaxGap, p.Step),
+		Labels:   labelsQuery(namespaces, p.End.Sub(p.Start)+e.cfg.Resolution),
+		Range:    promv1.Range{Start: p.Start.Add(p.Step), End: p.End, Step: p.Step},
+	}
+}
+
+// Report computes the usage of s over p.
+func (e *Engine) Report(ctx context.Context, s Scope, p Period) (usagev1.Report, error) {
+	report := usagev1.Report{Resolution: metav1.Duration{Duration: e.cfg.Resolution}}
 	intervals := int(p.End.Sub(p.Start) / p.Step)
-	requests, _, err := e.api.QueryRange(ctx, requestQuery(namespaces, e.cfg.SchedulerJob, e.cfg.Resolution, e.cfg.MaxGap, p.Step),
-		promv1.Range{Start: p.Start.Add(p.Step), End: p.End, Step: p.Step})
+	q := e.Queries(s, p)
+	requests, _, err := e.api.QueryRange(ctx, q.Requests, q.Range)
 	if err != nil {
 		return report, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	labels, _, err := e.api.Query(ctx, labelsQuery(namespaces, p.End.Sub(p.Start)+e.cfg.Resolution), p.End)
+	labels, _, err := e.api.Query(ctx, q.Labels, p.End)
 	if err != nil {
 		return report, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	instance := map[Release]string{} // pod → release
+	type pod struct{ namespace, name string }
+	release := map[pod]string{} // a pod's app.kubernetes.io/instance; a label seen set wins
 	if v, ok := labels.(model.Vector); ok {
 		for _, smp := range v {
-			instance[Release{string(smp.Metric["namespace"]), string(smp.Metric["pod"])}] = string(smp.Metric[labelInstance])
+			if k := (pod{string(smp.Metric["namespace"]), string(smp.Metric["pod"])}); release[k] == "" {
+				release[k] = string(smp.Metric[labelInstance])
+			}
 		}
 	}
 	matrix, ok := requests.(model.Matrix)
@@ -130,8 +149,8 @@ func (e *Engine) Report(ctx context.Context, s Scope, p Period) (usagev1.Report,
 	}
 	used := map[key]*sums{}
 	for _, series := range matrix {
-		ns, pod := string(series.Metric["namespace"]), string(series.Metric["pod"])
-		workload, ok := s.Apps[Release{ns, instance[Release{ns, pod}]}]
+		ns := string(series.Metric["namespace"])
+		workload, ok := s.Apps[Release{ns, release[pod{ns, string(series.Metric["pod"])}]}]
 		if !ok {
 			workload = usagev1.WorkloadReference{Name: usagev1.Unattributed}
 		}
