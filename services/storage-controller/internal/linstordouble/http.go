@@ -128,6 +128,7 @@ func (d *Double) serve(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	// Without the lock: handlers reply with copies of what they hold.
 	_ = json.NewEncoder(w).Encode(body)
 }
 
@@ -166,7 +167,7 @@ func (d *Double) listNodes(r *http.Request) (int, any) {
 		if len(want) > 0 && !slices.Contains(want, name) {
 			continue
 		}
-		out = append(out, nodeJSON{Name: name, Type: "Satellite", Props: d.nodes[name].props, ConnectionStatus: "ONLINE"})
+		out = append(out, nodeJSON{Name: name, Type: "Satellite", Props: maps.Clone(d.nodes[name].props), ConnectionStatus: "ONLINE"})
 	}
 	return http.StatusOK, out
 }
@@ -209,8 +210,10 @@ type groupJSON struct {
 	SelectFilter map[string]json.RawMessage `json:"select_filter,omitempty"`
 }
 
+// json is a copy of g: serve writes replies after letting go of the lock, while a modify may
+// change g's maps.
 func (g *resourceGroup) json() groupJSON {
-	return groupJSON{Name: g.name, Description: g.description, Props: g.props, SelectFilter: g.filter}
+	return groupJSON{Name: g.name, Description: g.description, Props: maps.Clone(g.props), SelectFilter: maps.Clone(g.filter)}
 }
 
 func (d *Double) listGroups(r *http.Request) (int, any) {
@@ -458,7 +461,7 @@ func (d *Double) listDefinitions(r *http.Request) (int, any) {
 	defer d.mu.Unlock()
 	out := []definitionJSON{}
 	for _, name := range slices.Sorted(maps.Keys(d.defs)) {
-		out = append(out, definitionJSON{Name: name, Props: d.defs[name].props, ResourceGroupName: d.defs[name].group})
+		out = append(out, definitionJSON{Name: name, Props: maps.Clone(d.defs[name].props), ResourceGroupName: d.defs[name].group})
 	}
 	return http.StatusOK, out
 }
