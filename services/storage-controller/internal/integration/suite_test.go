@@ -168,7 +168,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	// The real kube-scheduler, with the extender as a deployment configures it.
-	x := httptest.NewServer((&extender.Extender{Reader: mgr.GetClient(), View: view, ZoneKey: "topology.kubernetes.io/zone"}).Handler())
+	x := httptest.NewServer((&extender.Extender{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), View: view, ZoneKey: "topology.kubernetes.io/zone"}).Handler())
 	defer x.Close()
 	extenderURL = x.URL
 	dir, err := os.MkdirTemp("", "storage-scheduler-")
