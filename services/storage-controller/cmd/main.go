@@ -90,7 +90,7 @@ func run(opts manager.Options, lo linstor.Options, poll time.Duration, webhookCo
 		return err
 	}
 	if extenderAddr != "0" {
-		x := &extender.Extender{Reader: mgr.GetClient(), View: view, ZoneKey: zoneKey}
+		x := &extender.Extender{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), View: view, ZoneKey: zoneKey}
 		// Every replica serves: kube-scheduler reaches whichever the Service picks.
 		if err := mgr.Add(&ctrlmanager.Server{Name: "extender", Server: &http.Server{Addr: extenderAddr, Handler: x.Handler(), ReadHeaderTimeout: 5 * time.Second}}); err != nil {
 			return err

@@ -100,7 +100,7 @@ func BenchmarkStorage(b *testing.B) {
 	check(b, err)
 	view := linstor.NewView(lc, 30*time.Second, ctrl.Log)
 	check(b, mgr.Add(view))
-	x := &extender.Extender{Reader: mgr.GetClient(), View: view, ZoneKey: "topology.kubernetes.io/zone"}
+	x := &extender.Extender{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), View: view, ZoneKey: "topology.kubernetes.io/zone"}
 	mctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = mgr.Start(mctx) }()

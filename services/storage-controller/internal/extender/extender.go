@@ -2,7 +2,8 @@
 // whose claims are LINSTOR volumes it filters out nodes that cannot attach them (nodes without a
 // LINSTOR satellite) and scores highest the nodes that hold an UpToDate diskful replica, then
 // those in the same zone as one. It answers from the storage-controller's polled view of LINSTOR
-// and the manager's cache of claims and volumes: never a LINSTOR call per scheduling request.
+// and the manager's cache of claims and volumes (the API server for one the cache has not seen
+// yet): never a LINSTOR call per scheduling request.
 package extender
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,7 +51,9 @@ func init() { metrics.Registry.MustRegister(requests, latency) }
 type Extender struct {
 	// Reader reads claims and volumes (the manager's cache).
 	Reader client.Reader
-	View   *linstor.View
+	// APIReader reads from the API server what Reader has not seen yet.
+	APIReader client.Reader
+	View      *linstor.View
 	// ZoneKey is the node label whose value is a node's zone (topology.kubernetes.io/zone).
 	ZoneKey string
 }
@@ -176,19 +180,19 @@ func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Vo
 			continue
 		}
 		pvc := &corev1.PersistentVolumeClaim{}
-		if err := x.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: vol.PersistentVolumeClaim.ClaimName}, pvc); err != nil {
+		if err := x.get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: vol.PersistentVolumeClaim.ClaimName}, pvc); err != nil {
 			continue // the scheduler reports missing claims itself
 		}
 		if pvc.Spec.VolumeName == "" {
 			sc := &storagev1.StorageClass{}
-			if pvc.Spec.StorageClassName != nil && x.Reader.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc) == nil &&
+			if pvc.Spec.StorageClassName != nil && x.get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc) == nil &&
 				sc.Provisioner == storagepolicyv1.CSIDriver {
 				linstorClaim = pvc.Name
 			}
 			continue
 		}
 		pv := &corev1.PersistentVolume{}
-		if err := x.Reader.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		if err := x.get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
 			continue
 		}
 		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagepolicyv1.CSIDriver {
@@ -200,4 +204,16 @@ func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Vo
 		}
 	}
 	return out, linstorClaim, nil
+}
+
+// get reads key from the cache, and from the API server when the cache has not seen it yet:
+// kube-scheduler asks about a pod as soon as its own informer has it, and the manager's cache may
+// learn of the pod's claim (or its volume) moments later. Taken for missing, a claim of a LINSTOR
+// class would let the pod onto a node that can never attach its volume.
+func (x *Extender) get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	err := x.Reader.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && x.APIReader != nil {
+		return x.APIReader.Get(ctx, key, obj)
+	}
+	return err
 }

@@ -43,6 +43,7 @@ func asTenantAdmin(t *testing.T, ns string) client.Client {
 // class, and cannot release a pod held for a missing class.
 func TestAttackTenantAdminCannotCrossStorageBoundaries(t *testing.T) {
 	ctx := context.Background()
+	ownLINSTOR(t)
 	zonedNodes(t)
 	schedulingClass(t, "acme-fence", storagepolicyv1.SchedulingClassSpec{NodeSelector: map[string]string{"topology.kubernetes.io/zone": "c"}})
 	ns := classedNamespace(t, "tenant-acme-attack", "acme-fence")

@@ -10,6 +10,7 @@ import (
 	lapi "github.com/LINBIT/golinstor/client"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,10 +42,29 @@ func claim(ns, name, class, size string) *corev1.PersistentVolumeClaim {
 	}
 }
 
+// createClaim creates c, and deletes it when the test ends: a claim left behind would be in the
+// way of the same test run again (-count), and of nothing else.
+func createClaim(t *testing.T, c *corev1.PersistentVolumeClaim) error {
+	t.Helper()
+	ctx := context.Background()
+	if err := k8s.Create(ctx, c); err != nil {
+		return err
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, c)
+		eventually(t, 30*time.Second, "claim "+c.Namespace+"/"+c.Name+" gone", func() (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &corev1.PersistentVolumeClaim{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	})
+	return nil
+}
+
 // A claim of a policy's StorageClass that no qualifying set of nodes can hold is refused at once,
 // with the numbers and the field; one that fits, and claims of other classes, are admitted.
 func TestOversizeClaimIsRefused(t *testing.T) {
 	ctx := context.Background()
+	ownLINSTOR(t)
 	ns := namespace(t, "claims")
 	create(t, replicated("fit"))
 	condition(t, "fit", fmeta.ReadyCondition, metav1.ConditionTrue, "")
@@ -58,10 +78,10 @@ func TestOversizeClaimIsRefused(t *testing.T) {
 			t.Errorf("refusal lacks %q: %v", want, err)
 		}
 	}
-	if err := k8s.Create(ctx, claim(ns, "fits", "fit", "100Gi")); err != nil {
+	if err := createClaim(t, claim(ns, "fits", "fit", "100Gi")); err != nil {
 		t.Errorf("a claim that fits: %v", err)
 	}
-	if err := k8s.Create(ctx, claim(ns, "elsewhere", "someone-elses", "1Pi")); err != nil {
+	if err := createClaim(t, claim(ns, "elsewhere", "someone-elses", "1Pi")); err != nil {
 		t.Errorf("a claim of another class: %v", err)
 	}
 }
@@ -69,6 +89,7 @@ func TestOversizeClaimIsRefused(t *testing.T) {
 // A resize must fit where the volume's replicas are: each grows in its own pool.
 func TestOversizeResizeIsRefused(t *testing.T) {
 	ctx := context.Background()
+	ownLINSTOR(t)
 	ns := namespace(t, "claims")
 	create(t, replicated("grows"))
 	condition(t, "grows", fmeta.ReadyCondition, metav1.ConditionTrue, "")
@@ -76,14 +97,12 @@ func TestOversizeResizeIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = raw.ResourceDefinitions.Delete(ctx, "pvc-grows") })
-	pv := csiVolume("pvc-grows", "grows", "50Gi")
-	if err := k8s.Create(ctx, pv); err != nil {
+	if err := createPV(t, csiVolume("pvc-grows", "grows", "50Gi")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(ctx, pv) })
 	pvc := claim(ns, "grows", "grows", "50Gi")
 	pvc.Spec.VolumeName = "pvc-grows"
-	if err := k8s.Create(ctx, pvc); err != nil {
+	if err := createClaim(t, pvc); err != nil {
 		t.Fatal(err)
 	}
 	pvc.Status.Phase = corev1.ClaimBound
@@ -117,6 +136,7 @@ func TestOversizeResizeIsRefused(t *testing.T) {
 // storage-controller down), they are refused while claims of other classes are admitted.
 func TestClaimWebhookFailsClosedForOurClassesOnly(t *testing.T) {
 	ctx := context.Background()
+	ownLINSTOR(t)
 	ns := namespace(t, "claims")
 	create(t, replicated("closed"))
 	condition(t, "closed", fmeta.ReadyCondition, metav1.ConditionTrue, "")
@@ -156,10 +176,10 @@ func TestClaimWebhookFailsClosedForOurClassesOnly(t *testing.T) {
 		}
 		return strings.Contains(err.Error(), "127.0.0.1:1"), err
 	})
-	if err := k8s.Create(ctx, claim(ns, "theirs-while-down", "standard", "1Gi")); err != nil {
+	if err := createClaim(t, claim(ns, "theirs-while-down", "standard", "1Gi")); err != nil {
 		t.Errorf("a claim of another class was refused with Flotilla's webhook down: %v", err)
 	}
-	if err := k8s.Create(ctx, claim(ns, "no-class-while-down", "", "1Gi")); err != nil {
+	if err := createClaim(t, claim(ns, "no-class-while-down", "", "1Gi")); err != nil {
 		t.Errorf("a claim without a class was refused with Flotilla's webhook down: %v", err)
 	}
 }

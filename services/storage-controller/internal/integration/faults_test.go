@@ -20,6 +20,7 @@ import (
 // volume with the policy's number of replicas.
 func TestFaultsNeverLoseTheLastReplicaAndConverge(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	p := replicated("chaos")
 	p.Spec.AutoDiskful.After = &metav1.Duration{Duration: time.Minute}
 	create(t, p)
@@ -32,20 +33,20 @@ func TestFaultsNeverLoseTheLastReplicaAndConverge(t *testing.T) {
 		}
 		volumes = append(volumes, name)
 	}
-	t.Cleanup(func() { removeVolumes(ctx, raw, volumes...) })
+	t.Cleanup(func() { l.removeVolumes(ctx, volumes...) })
 	invariant := func(step string) {
 		t.Helper()
-		counts := double.UpToDateDiskful()
+		counts := l.UpToDateDiskful()
 		for _, v := range volumes {
 			if counts[v] < 1 {
-				t.Fatalf("after %s: %s has no UpToDate diskful replica: %+v", step, v, double.Replicas(v))
+				t.Fatalf("after %s: %s has no UpToDate diskful replica: %+v", step, v, l.Replicas(v))
 			}
 		}
 	}
 	invariant("spawning")
 
-	double.SetFaults(linstordouble.Faults{ErrorRate: 0.3, DropRate: 0.1, DelayRate: 0.2, MaxDelay: 3 * time.Second, HalfApplyRate: 0.5})
-	t.Cleanup(func() { double.SetFaults(linstordouble.Faults{}) })
+	l.SetFaults(linstordouble.Faults{ErrorRate: 0.3, DropRate: 0.1, DelayRate: 0.2, MaxDelay: 3 * time.Second, HalfApplyRate: 0.5})
+	t.Cleanup(func() { l.SetFaults(linstordouble.Faults{}) })
 	changes := []func(*storagepolicyv1.StoragePolicy){
 		func(p *storagepolicyv1.StoragePolicy) { p.Spec.Replicas = 3 },
 		func(p *storagepolicyv1.StoragePolicy) { p.Spec.TopologyKey = "" },
@@ -59,34 +60,34 @@ func TestFaultsNeverLoseTheLastReplicaAndConverge(t *testing.T) {
 		// A pod moves to a node without a replica; LINSTOR's periodic work runs as time passes.
 		for j, v := range volumes {
 			node := fmt.Sprintf("node-%d", (i+j)%3+1)
-			_ = double.SetInUse(v, node, true)
+			_ = l.SetInUse(v, node, true)
 			for _, other := range []string{"node-1", "node-2", "node-3"} {
 				if other != node {
-					_ = double.SetInUse(v, other, false)
+					_ = l.SetInUse(v, other, false)
 				}
 			}
 		}
 		for range 5 {
-			clock.Step(30 * time.Second)
-			double.Step()
+			l.Clock.Step(30 * time.Second)
+			l.Step()
 			invariant(fmt.Sprintf("change %d", i))
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
 
-	double.SetFaults(linstordouble.Faults{})
+	l.SetFaults(linstordouble.Faults{})
 	for range 4 { // synchronise and clean up what the last change started
-		clock.Step(time.Minute)
-		double.Step()
+		l.Clock.Step(time.Minute)
+		l.Step()
 		invariant("recovery")
 	}
 	condition(t, "chaos", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 	eventually(t, 30*time.Second, "every volume with 3 UpToDate diskful replicas", func() (bool, error) {
-		double.Step() // LINSTOR's periodic work goes on: new replicas synchronise
-		counts := double.UpToDateDiskful()
+		l.Step() // LINSTOR's periodic work goes on: new replicas synchronise
+		counts := l.UpToDateDiskful()
 		for _, v := range volumes {
 			if counts[v] < 3 {
-				return false, fmt.Errorf("%s: %+v", v, double.Replicas(v))
+				return false, fmt.Errorf("%s: %+v", v, l.Replicas(v))
 			}
 		}
 		return true, nil
@@ -99,11 +100,11 @@ func TestFaultsNeverLoseTheLastReplicaAndConverge(t *testing.T) {
 
 // removeVolumes deletes volumes of the double, as their claims' deletion would once no pod uses
 // them.
-func removeVolumes(ctx context.Context, raw *lapi.Client, volumes ...string) {
-	double.SetFaults(linstordouble.Faults{})
+func (l *testLINSTOR) removeVolumes(ctx context.Context, volumes ...string) {
+	l.SetFaults(linstordouble.Faults{})
 	for _, v := range volumes {
-		for _, r := range double.Replicas(v) {
-			_ = double.SetInUse(v, r.Node, false)
+		for _, r := range l.Replicas(v) {
+			_ = l.SetInUse(v, r.Node, false)
 		}
 		_ = raw.ResourceDefinitions.Delete(ctx, v)
 	}
@@ -113,23 +114,24 @@ func removeVolumes(ctx context.Context, raw *lapi.Client, volumes ...string) {
 // group itself was changed: the group then already says 3, and the volumes still have 1.
 func TestHalfAppliedGrowConverges(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	p := &storagepolicyv1.StoragePolicy{ObjectMeta: metav1.ObjectMeta{Name: "half"}, Spec: storagepolicyv1.StoragePolicySpec{Replicas: 1, StoragePools: []string{"ssd"}}}
 	create(t, p)
 	condition(t, "half", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 	if err := raw.ResourceGroups.Spawn(ctx, "flotilla-half", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-half", VolumeSizes: []int64{gib}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeVolumes(ctx, raw, "pvc-half") })
-	double.SetFaults(linstordouble.Faults{HalfApplyRate: 1})
-	t.Cleanup(func() { double.SetFaults(linstordouble.Faults{}) })
+	t.Cleanup(func() { l.removeVolumes(ctx, "pvc-half") })
+	l.SetFaults(linstordouble.Faults{HalfApplyRate: 1})
+	t.Cleanup(func() { l.SetFaults(linstordouble.Faults{}) })
 	patchSpec(t, "half", func(p *storagepolicyv1.StoragePolicy) { p.Spec.Replicas = 3 })
 	eventually(t, 30*time.Second, "the group says 3 and the adjust began", func() (bool, error) {
 		g, _ := group(t, "flotilla-half")
-		return g.Filter.PlaceCount == 3 && len(double.Replicas("pvc-half")) >= 2, nil
+		return g.Filter.PlaceCount == 3 && len(l.Replicas("pvc-half")) >= 2, nil
 	})
-	double.SetFaults(linstordouble.Faults{})
+	l.SetFaults(linstordouble.Faults{})
 	eventually(t, 30*time.Second, "the volume has 3 replicas", func() (bool, error) {
-		return len(double.Replicas("pvc-half")) == 3, nil
+		return len(l.Replicas("pvc-half")) == 3, nil
 	})
 	condition(t, "half", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 }

@@ -76,18 +76,13 @@ func group(t *testing.T, name string) (linstor.ResourceGroup, bool) {
 // report the capacity of their qualifying pools.
 func TestPolicyBecomesResourceGroupAndStorageClass(t *testing.T) {
 	ctx := context.Background()
+	ownLINSTOR(t)
 	create(t, replicated("ha"))
 	local := &storagepolicyv1.StoragePolicy{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: storagepolicyv1.StoragePolicySpec{
 		Replicas: 1, StoragePools: []string{"ssd"}, NodeSelector: map[string]string{"disk": "ssd"}, Filesystem: "xfs"}}
 	create(t, local)
 	ha := condition(t, "ha", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 	condition(t, "local", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	// Capacity comes from the polled view of LINSTOR: an earlier test's volumes may still be in the
-	// poll that made ha Ready. Wait for the next one before reading the figures.
-	eventually(t, 30*time.Second, "ha's capacity without earlier tests' volumes", func() (bool, error) {
-		err := k8s.Get(ctx, types.NamespacedName{Name: "ha"}, ha)
-		return err == nil && ha.Status.LargestVolume != nil && ha.Status.LargestVolume.Cmp(resource.MustParse("100Gi")) == 0, err
-	})
 
 	g, ok := group(t, "flotilla-ha")
 	if !ok {
@@ -128,12 +123,12 @@ func TestPolicyBecomesResourceGroupAndStorageClass(t *testing.T) {
 // writes nothing, and a converged policy causes no LINSTOR write and no API write.
 func TestCapacityFollowsLinstorAndSteadyStateIsQuiet(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	create(t, replicated("cap"))
 	condition(t, "cap", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	if err := double.SetFree("node-2", "ssd", 40*gib); err != nil {
+	if err := l.SetFree("node-2", "ssd", 40*gib); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = double.SetFree("node-2", "ssd", 100*gib) })
 	// Zones a and c still have 100Gi each: two replicas of 100Gi still fit.
 	p := &storagepolicyv1.StoragePolicy{}
 	eventually(t, 10*time.Second, "node-2's free space in status", func() (bool, error) {
@@ -145,14 +140,13 @@ func TestCapacityFollowsLinstorAndSteadyStateIsQuiet(t *testing.T) {
 	if p.Status.LargestVolume.Cmp(resource.MustParse("100Gi")) != 0 {
 		t.Errorf("largest volume %v, want 100Gi", p.Status.LargestVolume)
 	}
-	_ = double.SetFree("node-1", "ssd", 30*gib)
-	t.Cleanup(func() { _ = double.SetFree("node-1", "ssd", 100*gib) })
+	_ = l.SetFree("node-1", "ssd", 30*gib)
 	eventually(t, 10*time.Second, "largest volume bounded by zone b", func() (bool, error) {
 		err := k8s.Get(ctx, types.NamespacedName{Name: "cap"}, p)
 		return err == nil && p.Status.LargestVolume.Cmp(resource.MustParse("40Gi")) == 0, err
 	})
 
-	rv, writes := p.ResourceVersion, double.Writes()
+	rv, writes := p.ResourceVersion, l.Writes()
 	time.Sleep(2 * time.Second) // ten polls of the view
 	if err := k8s.Get(ctx, types.NamespacedName{Name: "cap"}, p); err != nil {
 		t.Fatal(err)
@@ -160,7 +154,7 @@ func TestCapacityFollowsLinstorAndSteadyStateIsQuiet(t *testing.T) {
 	if p.ResourceVersion != rv {
 		t.Errorf("the converged policy was written (resourceVersion %s → %s)", rv, p.ResourceVersion)
 	}
-	if w := double.Writes(); w != writes {
+	if w := l.Writes(); w != writes {
 		t.Errorf("%d LINSTOR writes for a converged policy", w-writes)
 	}
 }
@@ -171,6 +165,7 @@ func TestCapacityFollowsLinstorAndSteadyStateIsQuiet(t *testing.T) {
 // one does.
 func TestPolicyChangeConverges(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	p := replicated("grow")
 	create(t, p)
 	condition(t, "grow", fmeta.ReadyCondition, metav1.ConditionTrue, "")
@@ -190,7 +185,7 @@ func TestPolicyChangeConverges(t *testing.T) {
 	if g.Filter.PlaceCount != 3 || len(g.Filter.ReplicasOnDifferent) != 0 {
 		t.Errorf("resource group after the change: %+v", g.Filter)
 	}
-	if n := len(double.Replicas("pvc-grow")); n != 3 {
+	if n := len(l.Replicas("pvc-grow")); n != 3 {
 		t.Errorf("the existing volume has %d replicas, want 3", n)
 	}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: "grow"}, sc); err != nil || sc.UID != scUID {
@@ -204,11 +199,9 @@ func TestPolicyChangeConverges(t *testing.T) {
 	})
 	condition(t, "grow", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 
-	pv := csiVolume("pvc-grow", "grow", "1Gi")
-	if err := k8s.Create(ctx, pv); err != nil {
+	if err := createPV(t, csiVolume("pvc-grow", "grow", "1Gi")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(ctx, pv) })
 	patchSpec(t, "grow", func(p *storagepolicyv1.StoragePolicy) { p.Spec.Filesystem = "ext4" })
 	stalled := condition(t, "grow", fmeta.StalledCondition, metav1.ConditionTrue, storagepolicyv1.StorageClassImmutableReason)
 	msg := meta.FindStatusCondition(stalled.Status.Conditions, fmeta.StalledCondition).Message
@@ -242,10 +235,11 @@ func (discard) Printf(string, ...any) {}
 // the policy is Ready without anything having been recreated.
 func TestLinstorDown(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	create(t, replicated("down"))
 	condition(t, "down", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	double.SetFaults(linstordouble.Faults{ErrorRate: 1})
-	t.Cleanup(func() { double.SetFaults(linstordouble.Faults{}) })
+	l.SetFaults(linstordouble.Faults{ErrorRate: 1})
+	t.Cleanup(func() { l.SetFaults(linstordouble.Faults{}) })
 	patchSpec(t, "down", func(p *storagepolicyv1.StoragePolicy) { p.Spec.Replicas = 3 })
 	p := condition(t, "down", fmeta.ReadyCondition, metav1.ConditionFalse, "")
 	if c := meta.FindStatusCondition(p.Status.Conditions, storagepolicyv1.LinstorReachableCondition); c == nil {
@@ -254,7 +248,7 @@ func TestLinstorDown(t *testing.T) {
 	if err := k8s.Get(ctx, types.NamespacedName{Name: "down"}, &storagev1.StorageClass{}); err != nil {
 		t.Errorf("StorageClass while LINSTOR is down: %v", err)
 	}
-	double.SetFaults(linstordouble.Faults{})
+	l.SetFaults(linstordouble.Faults{})
 	if _, ok := group(t, "flotilla-down"); !ok {
 		t.Error("the resource group was deleted while LINSTOR was down")
 	}
@@ -268,6 +262,7 @@ func TestLinstorDown(t *testing.T) {
 // touched; the policy is Stalled and says why.
 func TestForeignObjectsAreLeftAlone(t *testing.T) {
 	ctx := context.Background()
+	ownLINSTOR(t)
 	foreign := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "foreign"}, Provisioner: "example.com/other", Parameters: map[string]string{"x": "y"}}
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
@@ -297,6 +292,7 @@ func TestForeignObjectsAreLeftAlone(t *testing.T) {
 // in it; volumes are never deleted on its behalf, and what holds the policy is named.
 func TestDeletionWaitsForVolumes(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	p := replicated("gone")
 	if err := k8s.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -316,7 +312,7 @@ func TestDeletionWaitsForVolumes(t *testing.T) {
 	if msg := meta.FindStatusCondition(held.Status.Conditions, fmeta.ReadyCondition).Message; !strings.Contains(msg, "pvc-gone") {
 		t.Errorf("the held policy does not name the volume: %q", msg)
 	}
-	if n := double.UpToDateDiskful()["pvc-gone"]; n != 2 {
+	if n := l.UpToDateDiskful()["pvc-gone"]; n != 2 {
 		t.Errorf("the volume has %d UpToDate replicas, want 2", n)
 	}
 	if err := raw.ResourceDefinitions.Delete(ctx, "pvc-gone"); err != nil {
@@ -334,6 +330,7 @@ func TestDeletionWaitsForVolumes(t *testing.T) {
 // A policy no set of nodes can serve is not Ready, and says why with the numbers; it is not
 // Stalled: nodes with the label may come.
 func TestPolicyWithoutQualifyingNodes(t *testing.T) {
+	ownLINSTOR(t)
 	p := replicated("nowhere")
 	p.Spec.NodeSelector = map[string]string{"disk": "nvme"}
 	create(t, p)

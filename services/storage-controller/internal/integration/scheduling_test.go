@@ -12,10 +12,12 @@ import (
 
 	lapi "github.com/LINBIT/golinstor/client"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble"
@@ -54,12 +56,12 @@ func boundClaim(t *testing.T, ns, rd, class string) string {
 	pvc := claim(ns, rd, class, "1Gi")
 	pvc.Spec.VolumeName = rd
 	pvc.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"}
-	if err := k8s.Create(ctx, pvc); err != nil {
+	if err := createClaim(t, pvc); err != nil {
 		t.Fatal(err)
 	}
 	pv := csiVolume(rd, class, "1Gi")
 	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: rd, UID: pvc.UID, APIVersion: "v1"}
-	if err := k8s.Create(ctx, pv); err != nil {
+	if err := createPV(t, pv); err != nil {
 		t.Fatal(err)
 	}
 	pv.Status.Phase = corev1.VolumeBound
@@ -72,11 +74,39 @@ func boundClaim(t *testing.T, ns, rd, class string) string {
 	if err := k8s.Status().Update(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, pvc)
-		_ = k8s.Delete(ctx, pv)
-	})
 	return rd
+}
+
+// createPV creates pv, and deletes it for good when the test ends (deletePV).
+func createPV(t *testing.T, pv *corev1.PersistentVolume) error {
+	t.Helper()
+	if err := k8s.Create(context.Background(), pv); err != nil {
+		return err
+	}
+	t.Cleanup(func() { deletePV(t, pv.Name) })
+	return nil
+}
+
+// deletePV deletes PersistentVolume name and waits until it is gone. kube-apiserver puts the
+// kubernetes.io/pv-protection finalizer on every volume, and the controller that takes it off
+// does not run here (testenv runs kube-controller-manager's claim protection only): it is taken
+// off here, as that controller would once the test's claim and pod are gone. A volume left
+// terminating would still be a volume of its StorageClass for later tests, and in the way of the
+// same test run again (-count).
+func deletePV(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	_ = k8s.Delete(ctx, pv)
+	eventually(t, 30*time.Second, "PersistentVolume "+name+" gone", func() (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}
+		if controllerutil.RemoveFinalizer(pv, "kubernetes.io/pv-protection") {
+			return false, k8s.Update(ctx, pv)
+		}
+		return false, nil
+	})
 }
 
 // csiVolume is the PersistentVolume the LINSTOR CSI driver makes for LINSTOR volume rd.
@@ -104,6 +134,7 @@ func podWithClaim(ns, name, claimName string) *corev1.Pod {
 // of its volume: among four nodes, of which two hold each volume and one has no LINSTOR satellite.
 func TestPodsLandNextToTheirData(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	ns := namespace(t, "near")
 	for i, zone := range []string{"a", "b", "c"} {
 		node(t, fmt.Sprintf("node-%d", i+1), zone)
@@ -113,6 +144,7 @@ func TestPodsLandNextToTheirData(t *testing.T) {
 	condition(t, "near", fmeta.ReadyCondition, metav1.ConditionTrue, "")
 	var pods []*corev1.Pod
 	var volumes []string
+	t.Cleanup(func() { l.removeVolumes(ctx, volumes...) })
 	for i := range 8 {
 		rd := fmt.Sprintf("pvc-near-%d", i)
 		if err := raw.ResourceGroups.Spawn(ctx, "flotilla-near", lapi.ResourceGroupSpawn{ResourceDefinitionName: rd, VolumeSizes: []int64{gib}}); err != nil {
@@ -121,7 +153,6 @@ func TestPodsLandNextToTheirData(t *testing.T) {
 		volumes = append(volumes, rd)
 		boundClaim(t, ns, rd, "near")
 	}
-	t.Cleanup(func() { removeVolumes(ctx, raw, volumes...) })
 	eventually(t, 10*time.Second, "the view knows the volumes", func() (bool, error) {
 		for _, rd := range volumes {
 			if _, ok := view.Volume(rd); !ok {
@@ -150,7 +181,7 @@ func TestPodsLandNextToTheirData(t *testing.T) {
 	var scores extenderv1.HostPriorityList
 	post(t, extenderURL+"/prioritize", body, &scores)
 	for _, hp := range scores {
-		local := slices.ContainsFunc(double.Replicas(volumes[0]), func(r linstordouble.Replica) bool { return r.Node == hp.Host && r.Pool != "" })
+		local := slices.ContainsFunc(l.Replicas(volumes[0]), func(r linstordouble.Replica) bool { return r.Node == hp.Host && r.Pool != "" })
 		if local != (hp.Score == extenderv1.MaxExtenderPriority) {
 			t.Errorf("score of %s: %d (holds a replica: %v)", hp.Host, hp.Score, local)
 		}
@@ -164,7 +195,7 @@ func TestPodsLandNextToTheirData(t *testing.T) {
 			return p.Spec.NodeName != "", fmt.Errorf("not scheduled: %+v", p.Status.Conditions)
 		})
 		var holders []string
-		for _, r := range double.Replicas(volumes[i]) {
+		for _, r := range l.Replicas(volumes[i]) {
 			if r.Pool != "" {
 				holders = append(holders, r.Node)
 			}
@@ -197,6 +228,7 @@ func post(t *testing.T, url string, body []byte, into any) {
 // and is filtered out before the scheduler picks it and provisioning fails there.
 func TestPendingClaimFiltersNodesWithoutSatellite(t *testing.T) {
 	ctx := context.Background()
+	ownLINSTOR(t)
 	ns := namespace(t, "pending")
 	node(t, "node-4", "a") // no LINSTOR satellite
 	create(t, replicated("pending"))
@@ -234,6 +266,7 @@ func TestPendingClaimFiltersNodesWithoutSatellite(t *testing.T) {
 
 func TestClaimIsProvisionedWhereItsPodIsScheduled(t *testing.T) {
 	ctx := context.Background()
+	l := ownLINSTOR(t)
 	ns := namespace(t, "wffc")
 	zones := zonedNodes(t)
 	create(t, replicated("wffc"))
@@ -249,11 +282,11 @@ func TestClaimIsProvisionedWhereItsPodIsScheduled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvc.Spec.VolumeName}})
-		removeVolumes(ctx, raw, pvc.Spec.VolumeName)
+		deletePV(t, pvc.Spec.VolumeName)
+		l.removeVolumes(ctx, pvc.Spec.VolumeName)
 	})
 	var diskful []string
-	for _, r := range double.Replicas(pvc.Spec.VolumeName) {
+	for _, r := range l.Replicas(pvc.Spec.VolumeName) {
 		if r.Pool != "" {
 			diskful = append(diskful, r.Node)
 		}

@@ -53,7 +53,7 @@ func schedulingClass(t *testing.T, name string, spec storagepolicyv1.SchedulingC
 func classedNamespace(t *testing.T, name, class string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{storagepolicyv1.LabelNamespaceSchedulingClass: class}}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
+	if err := k8s.Create(context.Background(), ns); client.IgnoreAlreadyExists(err) != nil { // made by the same test run before (-count)
 		t.Fatal(err)
 	}
 	return name
@@ -117,17 +117,17 @@ func TestSchedulingClassCannotBeEscaped(t *testing.T) {
 	schedulingClass(t, "open", storagepolicyv1.SchedulingClassSpec{})
 	ns := classedNamespace(t, "fenced-web", "fenced")
 
-	p := webPod(ns, "escape-by-annotation")
-	p.Annotations = map[string]string{storagepolicyv1.AnnotationSchedulingClass: "open"}
-	if err := k8s.Create(ctx, p); err != nil {
+	annotated := webPod(ns, "escape-by-annotation")
+	annotated.Annotations = map[string]string{storagepolicyv1.AnnotationSchedulingClass: "open"}
+	if err := k8s.Create(ctx, annotated); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(ctx, p, client.GracePeriodSeconds(0)) })
-	if p.Spec.NodeSelector["topology.kubernetes.io/zone"] != "b" {
-		t.Errorf("a pod naming another class escaped its namespace's: nodeSelector %v", p.Spec.NodeSelector)
+	t.Cleanup(func() { _ = k8s.Delete(ctx, annotated, client.GracePeriodSeconds(0)) })
+	if annotated.Spec.NodeSelector["topology.kubernetes.io/zone"] != "b" {
+		t.Errorf("a pod naming another class escaped its namespace's: nodeSelector %v", annotated.Spec.NodeSelector)
 	}
 
-	p = webPod(ns, "escape-by-selector")
+	p := webPod(ns, "escape-by-selector")
 	p.Spec.NodeSelector = map[string]string{"topology.kubernetes.io/zone": "a"}
 	err := k8s.Create(ctx, p)
 	if err == nil || !strings.Contains(err.Error(), "spec.nodeSelector[topology.kubernetes.io/zone]") || !strings.Contains(err.Error(), "fenced") {
@@ -153,7 +153,7 @@ func TestUnknownSchedulingClassHoldsThePod(t *testing.T) {
 			return false, err
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Name == "held" && e.Reason == "SchedulingClassNotFound" && strings.Contains(e.Note, "SchedulingClass nonexistent") {
+			if e.Regarding.UID == p.UID && e.Reason == "SchedulingClassNotFound" && strings.Contains(e.Note, "SchedulingClass nonexistent") {
 				return true, nil
 			}
 		}

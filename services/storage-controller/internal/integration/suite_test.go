@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,16 +40,15 @@ import (
 )
 
 // The suite runs the real reconciler against a real kube-apiserver and etcd, with the chart's
-// CRDs, and the LINSTOR test double behind the OpenAPI checker: every request the controller
-// sends is checked against LINSTOR's published API.
+// CRDs, and a LINSTOR test double of each test's own (ownLINSTOR) behind the OpenAPI checker:
+// every request the controller sends is checked against LINSTOR's published API.
 var (
-	env    *testenv.Env
-	k8s    client.Client
-	double *linstordouble.Double
-	// clock drives the double's auto-diskful.
-	clock   *testingclock.FakeClock
-	checker *openapicheck.Checker
-	lc      *linstor.Client
+	env *testenv.Env
+	k8s client.Client
+	// linstorAt serves the running test's LINSTOR at the one address every client uses.
+	linstorAt = &switchedHandler{}
+	checker   *openapicheck.Checker
+	lc        *linstor.Client
 	// raw is golinstor without the checker, for what a test does in LINSTOR itself (as the CSI
 	// driver would: spawning volumes).
 	raw         *lapi.Client
@@ -106,13 +106,8 @@ func run(m *testing.M) (int, error) {
 		}
 	}
 
-	clock = testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	double = linstordouble.New(linstordouble.Options{Seed: 1, Clock: clock})
-	for i, zone := range []string{"a", "b", "c"} {
-		double.AddNode(fmt.Sprintf("node-%d", i+1), map[string]string{"Aux/topology.kubernetes.io/zone": zone, "Aux/disk": "ssd"},
-			linstordouble.Pool{Name: "ssd", Kind: "LVM_THIN", TotalKiB: 100 * gib, FreeKiB: 100 * gib})
-	}
-	srv := httptest.NewServer(double.Handler())
+	linstorAt.serve(newLINSTOR().Handler())
+	srv := httptest.NewServer(linstorAt)
 	defer srv.Close()
 	if checker, err = openapicheck.New(srv.URL); err != nil {
 		return 0, err
@@ -173,7 +168,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	// The real kube-scheduler, with the extender as a deployment configures it.
-	x := httptest.NewServer((&extender.Extender{Reader: mgr.GetClient(), View: view, ZoneKey: "topology.kubernetes.io/zone"}).Handler())
+	x := httptest.NewServer((&extender.Extender{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), View: view, ZoneKey: "topology.kubernetes.io/zone"}).Handler())
 	defer x.Close()
 	extenderURL = x.URL
 	dir, err := os.MkdirTemp("", "storage-scheduler-")
@@ -205,6 +200,57 @@ func run(m *testing.M) (int, error) {
 		return 1, nil
 	}
 	return code, nil
+}
+
+// testLINSTOR is one test's LINSTOR: the double and the clock of its auto-diskful.
+type testLINSTOR struct {
+	*linstordouble.Double
+	Clock *testingclock.FakeClock
+}
+
+// newLINSTOR is a LINSTOR as every test starts with it: three satellites in zones a, b and c
+// (Aux/disk=ssd), each with an empty 100Gi thin pool ssd, no resource group, no volume, no fault.
+func newLINSTOR() *testLINSTOR {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	d := linstordouble.New(linstordouble.Options{Seed: 1, Clock: clk})
+	for i, zone := range []string{"a", "b", "c"} {
+		d.AddNode(fmt.Sprintf("node-%d", i+1), map[string]string{"Aux/topology.kubernetes.io/zone": zone, "Aux/disk": "ssd"},
+			linstordouble.Pool{Name: "ssd", Kind: "LVM_THIN", TotalKiB: 100 * gib, FreeKiB: 100 * gib})
+	}
+	return &testLINSTOR{Double: d, Clock: clk}
+}
+
+// ownLINSTOR gives the test a new LINSTOR (newLINSTOR) at the address the controller, its view,
+// the CSI stand-in and the tests' clients use. Every test that makes policies, claims or volumes
+// calls it first: what an earlier test left in LINSTOR (volumes, used or changed capacity, resource
+// groups, faults, request counts) is then in no later test's way. When it returns, the view has
+// polled the new LINSTOR, so that nothing the controller decides from then on comes from an
+// earlier test's.
+func ownLINSTOR(t *testing.T) *testLINSTOR {
+	t.Helper()
+	l := newLINSTOR()
+	linstorAt.serve(l.Handler())
+	view.Refresh(context.Background())
+	return l
+}
+
+// switchedHandler serves whichever LINSTOR the running test owns.
+type switchedHandler struct {
+	mu sync.Mutex
+	h  http.Handler
+}
+
+func (s *switchedHandler) serve(h http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.h = h
+}
+
+func (s *switchedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
 }
 
 // eventually polls cond every 100 ms until it holds or timeout passes.

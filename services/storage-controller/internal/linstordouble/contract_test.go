@@ -3,6 +3,7 @@ package linstordouble_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -74,6 +75,15 @@ func TestContract(t *testing.T) {
 			t.Fatalf("%s: no error", what)
 		}
 	}
+	// refusedSaying: LINSTOR's message reaches the caller through golinstor, whatever the status.
+	refusedSaying := func(what string, err error, message string) {
+		t.Helper()
+		refused(what, err)
+		var rcs lapi.ApiCallError
+		if !errors.As(err, &rcs) || !strings.Contains(err.Error(), message) {
+			t.Errorf("%s: %T %q, want LINSTOR's ApiCallRc list saying %q", what, err, err, message)
+		}
+	}
 
 	if _, err := raw.Controller.GetVersion(ctx); err != nil {
 		t.Fatal(err)
@@ -81,7 +91,7 @@ func TestContract(t *testing.T) {
 	rg := storage.ResourceGroup{Name: "flotilla-fast", Description: "d", Props: map[string]string{storage.PropPolicy: "fast"},
 		Filter: storage.Filter{PlaceCount: 2, StoragePoolList: []string{"ssd"}, ReplicasOnSame: []string{}, ReplicasOnDifferent: []string{"Aux/topology.kubernetes.io/zone"}}}
 	must("create group", c.CreateResourceGroup(ctx, rg))
-	refused("create the group again", c.CreateResourceGroup(ctx, rg))
+	refusedSaying("create the group again", c.CreateResourceGroup(ctx, rg), "already exists")
 	groups, err := c.ResourceGroups(ctx)
 	must("list groups", err)
 	if g := groups["flotilla-fast"]; g.Filter.PlaceCount != 2 || !slices.Equal(g.Filter.ReplicasOnDifferent, rg.Filter.ReplicasOnDifferent) {
@@ -94,7 +104,7 @@ func TestContract(t *testing.T) {
 	}
 
 	must("spawn", raw.ResourceGroups.Spawn(ctx, "flotilla-fast", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-1", VolumeSizes: []int64{10 * gib}}))
-	refused("spawn too large", raw.ResourceGroups.Spawn(ctx, "flotilla-fast", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-2", VolumeSizes: []int64{200 * gib}}))
+	refusedSaying("spawn too large", raw.ResourceGroups.Spawn(ctx, "flotilla-fast", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-2", VolumeSizes: []int64{200 * gib}}), "not enough available nodes")
 	view, err := raw.Resources.GetResourceView(ctx)
 	must("resource view", err)
 	if len(view) != 2 {
@@ -130,23 +140,29 @@ func TestContract(t *testing.T) {
 	// not allow (the checker found it): callers pass an empty one.
 	must("toggle diskless", raw.Resources.Diskless(ctx, "pvc-1", "node-3", ""))
 	must("toggle diskful", raw.Resources.Diskful(ctx, "pvc-1", "node-3", "ssd", &lapi.ToggleDiskDiskfulProps{}))
-	refused("toggle diskful twice", raw.Resources.Diskful(ctx, "pvc-1", "node-3", "ssd", &lapi.ToggleDiskDiskfulProps{}))
+	refusedSaying("toggle diskful twice", raw.Resources.Diskful(ctx, "pvc-1", "node-3", "ssd", &lapi.ToggleDiskDiskfulProps{}), "already diskful")
 	must("delete a resource", raw.Resources.Delete(ctx, "pvc-1", "node-3"))
 	must("autoplace", raw.Resources.Autoplace(ctx, "pvc-1", lapi.AutoPlaceRequest{SelectFilter: lapi.AutoSelectFilter{PlaceCount: 3}}))
-	refused("delete a group in use", c.DeleteResourceGroup(ctx, "flotilla-fast"))
+	refusedSaying("delete a group in use", c.DeleteResourceGroup(ctx, "flotilla-fast"), "has resource definitions")
 	must("delete pvc-1", raw.ResourceDefinitions.Delete(ctx, "pvc-1"))
 	refused("delete a missing definition", raw.ResourceDefinitions.Delete(ctx, "pvc-1"))
 	must("delete the group", c.DeleteResourceGroup(ctx, "flotilla-fast"))
 	must("delete a missing group (no error: already gone)", c.DeleteResourceGroup(ctx, "flotilla-fast"))
 
-	// Failures, in the shape each operation declares: adjust declares a single ApiCallRc for
-	// 500, a group modify declares none (a list, as every LINSTOR error).
+	// Failures of operations that declare a 500 (adjust, spawn, the storage pool view) and of
+	// those that declare none (a group modify, the nodes) alike: an ApiCallRc list, as LINSTOR
+	// answers every failure, so that its message reaches the caller.
 	must("create group", c.CreateResourceGroup(ctx, rg))
 	d.SetFaults(linstordouble.Faults{ErrorRate: 1})
-	refused("faulty adjust", c.ModifyResourceGroup(ctx, "flotilla-fast", storage.Change{Grow: true, Filter: true}, rg.Filter))
-	refused("faulty spawn", raw.ResourceGroups.Spawn(ctx, "flotilla-fast", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-3", VolumeSizes: []int64{gib}}))
+	refusedSaying("faulty modify", c.ModifyResourceGroup(ctx, "flotilla-fast", storage.Change{Filter: true}, rg.Filter), "injected fault")
+	refusedSaying("faulty adjust", c.ModifyResourceGroup(ctx, "flotilla-fast", storage.Change{Grow: true}, rg.Filter), "injected fault")
+	refusedSaying("faulty spawn", raw.ResourceGroups.Spawn(ctx, "flotilla-fast", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-3", VolumeSizes: []int64{gib}}), "injected fault")
 	_, err = c.Nodes(ctx)
-	refused("faulty nodes", err)
+	refusedSaying("faulty nodes", err, "injected fault")
+	_, err = raw.Nodes.GetStoragePoolView(ctx)
+	refusedSaying("faulty storage pool view", err, "injected fault")
+	d.SetFaults(linstordouble.Faults{HalfApplyRate: 1})
+	refusedSaying("half-applied spawn", raw.ResourceGroups.Spawn(ctx, "flotilla-fast", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-4", VolumeSizes: []int64{gib}}), "stopped after the first step")
 	d.SetFaults(linstordouble.Faults{})
 
 	for _, v := range check.Violations() {
@@ -162,11 +178,18 @@ func TestContract(t *testing.T) {
 }
 
 // The checker fails on what the document does not allow: a request body of the wrong type, an
-// operation that does not exist, and a response of the wrong shape.
+// operation that does not exist, and a response of the wrong shape; and on a failure answered
+// with a single ApiCallRc, which the document allows but LINSTOR never sends (and golinstor
+// cannot read).
 func TestContractCheckerFails(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode([]map[string]any{{"name": "n", "type": "Hypervisor"}}) // not in the enum
+	})
+	mux.HandleFunc("POST /v1/resource-groups/{rg}/spawn", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(map[string]any{"ret_code": -4611686018427386904, "message": "no room"})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
 	c, _, check := serve(t, mux)
@@ -178,13 +201,15 @@ func TestContractCheckerFails(t *testing.T) {
 	for _, req := range []*http.Request{
 		newReq(t, http.MethodPost, base+"/v1/resource-groups", `{"name": 5}`),
 		newReq(t, http.MethodGet, base+"/v1/no-such-thing", ""),
+		newReq(t, http.MethodPost, base+"/v1/resource-groups/g/spawn", `{"resource_definition_name": "r", "volume_sizes": [1024]}`),
 	} {
 		if resp, err := hc.Do(req); err == nil {
 			_ = resp.Body.Close()
 		}
 	}
 	got := strings.Join(check.Violations(), "\n")
-	for _, want := range []string{"response GET /v1/nodes 200", "request POST /v1/resource-groups", "no such operation", "response PUT /v1/resource-groups/{resource_group} 201"} {
+	for _, want := range []string{"response GET /v1/nodes 200", "request POST /v1/resource-groups", "no such operation", "response PUT /v1/resource-groups/{resource_group} 201",
+		"response POST /v1/resource-groups/{resource_group}/spawn 500"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no violation %q among:\n%s", want, got)
 		}

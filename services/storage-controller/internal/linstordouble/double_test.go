@@ -2,6 +2,8 @@ package linstordouble_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +113,44 @@ func TestHalfApplied(t *testing.T) {
 	}
 	if n := len(d.Replicas("vol")); n != 2 {
 		t.Fatalf("half-applied adjust: %d replicas, want 2 (one of the two missing)", n)
+	}
+}
+
+// A listing sent while LINSTOR changes what it lists is a consistent copy: the double writes its
+// reply after letting go of its lock, so a reply that shared the maps of a resource group raced a
+// modify of that group (the race detector stopped an integration test on it, its test polling
+// the group while the controller changed it).
+func TestListingWhileModifying(t *testing.T) {
+	ctx := context.Background()
+	d := linstordouble.New(linstordouble.Options{})
+	threeZones(d)
+	c, _, check := serve(t, d.Handler())
+	filter := storage.Filter{PlaceCount: 1, StoragePoolList: []string{"ssd"}, ReplicasOnSame: []string{}, ReplicasOnDifferent: []string{}}
+	if err := c.CreateResourceGroup(ctx, storage.ResourceGroup{Name: "flotilla-busy", Props: map[string]string{storage.PropPolicy: "busy"}, Filter: filter}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				_, _ = c.ResourceGroups(ctx)
+			}
+		}
+	})
+	for i := range 200 {
+		filter.PlaceCount = int32(i%3 + 1)
+		change := storage.Change{Set: map[string]string{"Aux/round": strconv.Itoa(i)}, Filter: true}
+		if err := c.ModifyResourceGroup(ctx, "flotilla-busy", change, filter); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	for _, v := range check.Violations() {
+		t.Error(v)
 	}
 }

@@ -25,7 +25,10 @@ const (
 	rcFault      = maskError | 1999
 )
 
-// apiCallRc is LINSTOR's reply to every change.
+// apiCallRc is LINSTOR's reply to every change. Replies, successes and failures alike, are
+// lists of them (an ApiCallRcList), whatever the status: LINSTOR's REST layer writes every reply
+// as a list, and golinstor reads a failure as one (client.ApiCallError), so a single object would
+// hide LINSTOR's message behind "cannot unmarshal object".
 type apiCallRc struct {
 	RetCode   int64             `json:"ret_code"`
 	Message   string            `json:"message"`
@@ -37,9 +40,6 @@ type apiCallRc struct {
 type route struct {
 	pattern string
 	handle  func(d *Double, r *http.Request) (int, any)
-	// singleRcOn500: the API answers a failure with one ApiCallRc (the OperationFailed
-	// response), not a list.
-	singleRcOn500 bool
 	// steps: the operation has several steps, and HalfApplyRate may stop it after the first.
 	steps bool
 }
@@ -47,19 +47,19 @@ type route struct {
 var routes = []route{
 	{pattern: "GET /v1/controller/version", handle: (*Double).version},
 	{pattern: "GET /v1/nodes", handle: (*Double).listNodes},
-	{pattern: "GET /v1/view/storage-pools", handle: (*Double).listPools, singleRcOn500: true},
+	{pattern: "GET /v1/view/storage-pools", handle: (*Double).listPools},
 	{pattern: "GET /v1/resource-groups", handle: (*Double).listGroups},
-	{pattern: "POST /v1/resource-groups", handle: (*Double).createGroup, singleRcOn500: true},
+	{pattern: "POST /v1/resource-groups", handle: (*Double).createGroup},
 	{pattern: "PUT /v1/resource-groups/{rg}", handle: (*Double).modifyGroup},
 	{pattern: "DELETE /v1/resource-groups/{rg}", handle: (*Double).deleteGroup},
-	{pattern: "POST /v1/resource-groups/{rg}/adjust", handle: (*Double).adjustGroup, singleRcOn500: true, steps: true},
-	{pattern: "POST /v1/resource-groups/{rg}/spawn", handle: (*Double).spawn, singleRcOn500: true, steps: true},
-	{pattern: "GET /v1/view/resources", handle: (*Double).listResources, singleRcOn500: true},
+	{pattern: "POST /v1/resource-groups/{rg}/adjust", handle: (*Double).adjustGroup, steps: true},
+	{pattern: "POST /v1/resource-groups/{rg}/spawn", handle: (*Double).spawn, steps: true},
+	{pattern: "GET /v1/view/resources", handle: (*Double).listResources},
 	{pattern: "GET /v1/resource-definitions", handle: (*Double).listDefinitions},
 	{pattern: "DELETE /v1/resource-definitions/{rd}", handle: (*Double).deleteDefinition},
-	{pattern: "POST /v1/resource-definitions/{rd}/autoplace", handle: (*Double).autoplaceDefinition, singleRcOn500: true, steps: true},
-	{pattern: "PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskful/{pool}", handle: (*Double).toggleDiskful, singleRcOn500: true},
-	{pattern: "PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskless", handle: (*Double).toggleDiskless, singleRcOn500: true},
+	{pattern: "POST /v1/resource-definitions/{rd}/autoplace", handle: (*Double).autoplaceDefinition, steps: true},
+	{pattern: "PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskful/{pool}", handle: (*Double).toggleDiskful},
+	{pattern: "PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskless", handle: (*Double).toggleDiskless},
 	{pattern: "DELETE /v1/resource-definitions/{rd}/resources/{node}", handle: (*Double).deleteResource},
 }
 
@@ -121,13 +121,9 @@ func (d *Double) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 		status, body = rt.handle(d, r)
 	}
-	if status == http.StatusInternalServerError && rt.singleRcOn500 {
-		if rcs, ok := body.([]apiCallRc); ok && len(rcs) > 0 {
-			body = rcs[0]
-		}
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	// Without the lock: handlers reply with copies of what they hold.
 	_ = json.NewEncoder(w).Encode(body)
 }
 
@@ -166,7 +162,7 @@ func (d *Double) listNodes(r *http.Request) (int, any) {
 		if len(want) > 0 && !slices.Contains(want, name) {
 			continue
 		}
-		out = append(out, nodeJSON{Name: name, Type: "Satellite", Props: d.nodes[name].props, ConnectionStatus: "ONLINE"})
+		out = append(out, nodeJSON{Name: name, Type: "Satellite", Props: maps.Clone(d.nodes[name].props), ConnectionStatus: "ONLINE"})
 	}
 	return http.StatusOK, out
 }
@@ -209,8 +205,10 @@ type groupJSON struct {
 	SelectFilter map[string]json.RawMessage `json:"select_filter,omitempty"`
 }
 
+// json is a copy of g: serve writes replies after letting go of the lock, while a modify may
+// change g's maps.
 func (g *resourceGroup) json() groupJSON {
-	return groupJSON{Name: g.name, Description: g.description, Props: g.props, SelectFilter: g.filter}
+	return groupJSON{Name: g.name, Description: g.description, Props: maps.Clone(g.props), SelectFilter: maps.Clone(g.filter)}
 }
 
 func (d *Double) listGroups(r *http.Request) (int, any) {
@@ -458,7 +456,7 @@ func (d *Double) listDefinitions(r *http.Request) (int, any) {
 	defer d.mu.Unlock()
 	out := []definitionJSON{}
 	for _, name := range slices.Sorted(maps.Keys(d.defs)) {
-		out = append(out, definitionJSON{Name: name, Props: d.defs[name].props, ResourceGroupName: d.defs[name].group})
+		out = append(out, definitionJSON{Name: name, Props: maps.Clone(d.defs[name].props), ResourceGroupName: d.defs[name].group})
 	}
 	return http.StatusOK, out
 }
