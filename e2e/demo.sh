@@ -18,7 +18,8 @@
 # tenant-controller's webhook, +1: the apps apiserver, +2: the Helm repository, +3: the
 # storage-controller's webhooks, +4: the LINSTOR test double, +5: the storage-controller's
 # kube-scheduler extender, +6: the Cluster API manager's webhooks, +7: the kubeadm bootstrap
-# provider's webhooks), so that a second demo (the e2e test's) can run beside yours. OVN's
+# provider's webhooks, +8: the usage-api, +9: VictoriaMetrics, +10: kube-scheduler's metrics, +11/+12:
+# kube-state-metrics' metrics and telemetry), so that a second demo (the e2e test's) can run beside yours. OVN's
 # databases listen on unix sockets in a temporary directory; the customers' API servers (the
 # local provider stand-in's) on free loopback ports kept in .local/local-provider/.
 set -euo pipefail
@@ -30,8 +31,14 @@ services=(tenant-controller app-catalog-controller storage-controller net-contro
 # What the cluster-controller's clusters are made by: Cluster API's real managers and the local
 # provider stand-in for Kamaji and KubeVirt (nothing here runs pods or VMs).
 capi_processes=(cluster-api-manager kubeadm-bootstrap-manager local-provider)
+# What usage reports are made of: VictoriaMetrics scraping kube-scheduler's /metrics/resources and
+# kube-state-metrics, and the usage-api answering from it.
+usage_processes=(victoria-metrics kube-state-metrics usage-api)
 base=${FLOTILLA_PORT_BASE:-19443}
 webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2)) linstor_port=$((base + 4)) extender_port=$((base + 5))
+usage_port=$((base + 8)) vm_port=$((base + 9)) scheduler_metrics_port=$((base + 10)) ksm_port=$((base + 11))
+# The demo scrapes every 10 s (a platform: every minute), so a report has figures within a minute.
+usage_resolution=10s
 # Each service with an admission webhook serves it on a port of its own.
 declare -A webhook_ports=([tenant-controller]=$webhook_port [storage-controller]=$((base + 3)))
 # Flags of the services beyond the common ones: the storage-controller talks to the LINSTOR test
@@ -92,7 +99,7 @@ run_bg() {
 }
 
 down() {
-  for s in "${services[@]}" "${capi_processes[@]}" apps-apiserver linstor-double net-agent node-netns; do stop "$state/$s.pid"; done
+  for s in "${services[@]}" "${capi_processes[@]}" "${usage_processes[@]}" apps-apiserver linstor-double net-agent node-netns; do stop "$state/$s.pid"; done
   stop "$state/localcp.pid"
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
 }
@@ -101,6 +108,55 @@ down() {
 # (no real node runs here) that has a second interface, as a multi-NIC server would; it applies the
 # example RoutingPolicy there and reports in node-1's NodeRouting. Needs root (a veth into the
 # namespace) and iproute2; skipped otherwise.
+usage_api() {
+  local scrape=$state/victoria-metrics-scrape.yaml
+  cat > "$scrape" <<YAML
+global: {scrape_interval: $usage_resolution}
+scrape_configs:
+  - job_name: kube-scheduler
+    scheme: https
+    tls_config: {insecure_skip_verify: true}
+    metrics_path: /metrics/resources
+    static_configs: [{targets: ["127.0.0.1:$scheduler_metrics_port"]}]
+  - job_name: kube-state-metrics
+    static_configs: [{targets: ["127.0.0.1:$ksm_port"]}]
+YAML
+  say "starting VictoriaMetrics (real, built from the module proxy) scraping kube-scheduler's /metrics/resources and kube-state-metrics every $usage_resolution"
+  run_bg victoria-metrics "$bin/victoria-metrics" -storageDataPath="$state/victoria-metrics" -httpListenAddr="127.0.0.1:$vm_port" \
+    -retentionPeriod=1y -search.latencyOffset=0s -promscrape.config="$scrape" -loggerLevel=WARN
+  run_bg kube-state-metrics "$bin/kube-state-metrics" --kubeconfig="$KUBECONFIG" --host=127.0.0.1 --port="$ksm_port" \
+    --telemetry-host=127.0.0.1 --telemetry-port=$((base + 12)) --resources=pods --metric-labels-allowlist='pods=[app.kubernetes.io/instance]'
+  say "starting the usage-api (usage.flotilla.dev, through kube-apiserver's aggregator)"
+  run_bg usage-api "$state/bin/usage-api" --bind-address=127.0.0.1 --secure-port="$usage_port" \
+    --cert-dir="$state/usage-api" --kubeconfig="$KUBECONFIG" \
+    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+    --metrics-url="http://127.0.0.1:$vm_port" --resolution=$usage_resolution --retention=8760h
+}
+
+# usage_report: what acme used since the demo started, asked from acme's viewer's seat, once the
+# scrapes hold acme's database (within a minute).
+usage_report() {
+  say "usage: what acme used since the demo started (a UsageReport, from acme's viewer's seat)"
+  kubectl wait apiservice v1alpha1.usage.flotilla.dev --for=condition=Available --timeout=120s >/dev/null
+  local as_viewer=(kubectl --kubeconfig "$state/users/acme-viewer.kubeconfig" --cache-dir "$state/kube-cache-acme-viewer")
+  local since report
+  since=$(date -u -d "@$(( $(date +%s) - SECONDS + start - 60 ))" +%Y-%m-%dT%H:%M:%SZ)
+  for _ in $(seq 60); do
+    cat > "$state/usagereport.yaml" <<YAML
+apiVersion: usage.flotilla.dev/v1alpha1
+kind: UsageReport
+metadata: {namespace: tenant-acme}
+spec: {startTimestamp: "$since", endTimestamp: "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
+YAML
+    report=$("${as_viewer[@]}" create --validate=false -f "$state/usagereport.yaml" -o yaml 2>&1 || true)
+    grep -q 'name: orders' <<<"$report" && break
+    sleep 2
+  done
+  echo "  \$ kubectl create --validate=false -f $state/usagereport.yaml -o yaml   # as acme-viewer"
+  sed -n '/^report:/,/^spec:/p' <<<"$report" | sed '$d' | sed 's/^/    /'
+  echo
+}
+
 node_agent() {
   if [[ $EUID -ne 0 ]] || ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; then
     say "policy routing: skipped (the demo's node namespace needs root and iproute2)"
@@ -199,7 +255,7 @@ up() {
   start=$SECONDS
   say "building the control plane binaries (cached in ${FLOTILLA_CACHE:-~/.cache/flotilla}; a cold build takes minutes)"
   bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager helm source-controller helm-controller \
-    cluster-api-manager kubeadm-bootstrap-manager)
+    cluster-api-manager kubeadm-bootstrap-manager kube-scheduler victoria-metrics kube-state-metrics)
   export PATH=$bin:$PATH
   say "building the controllers"
   # The flags of `make release` (libs/release): one compilation of each package serves both.
@@ -207,6 +263,7 @@ up() {
   build "$state/bin/localcp" ./libs/testenv/cmd/localcp
   for s in "${services[@]}"; do build "$state/bin/$s" "./services/$s/cmd"; done
   build "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
+  build "$state/bin/usage-api" ./services/usage-api/cmd
   build "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
   build "$state/bin/net-agent" ./services/net-controller/cmd/agent
   build "$state/bin/local-provider" ./services/cluster-controller/cmd/local-provider
@@ -227,9 +284,9 @@ up() {
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
-      --apiservices "apps.flotilla.dev/v1alpha1=$apps_port" \
-      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
-      --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --ovn \
+      --apiservices "apps.flotilla.dev/v1alpha1=$apps_port,usage.flotilla.dev/v1alpha1=$usage_port" \
+      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/usage-api/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
+      --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
       --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
@@ -298,6 +355,7 @@ up() {
     > "$state/logs/apps-apiserver.log" 2>&1 &
   echo $! > "$state/apps-apiserver.pid"
 
+  usage_api
   say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
   kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   for f in deploy/examples/tenants.yaml deploy/examples/*.yaml; do apply_retrying "$f" 60; done
@@ -353,7 +411,9 @@ YAML
   echo
 
   say "scheduling: acme's database and its volume placed together (kube-scheduler + the storage-controller's extender)"
-  "${as_acme[@]}" apply -f - >/dev/null <<'YAML'
+  # The pod is labelled as the Postgres app's chart labels its pods: with its Helm release's name.
+  orders_release=$(kubectl get helmreleases -A -l apps.flotilla.dev/kind=Postgres,apps.flotilla.dev/name=orders -o jsonpath='{.items[0].spec.releaseName}')
+  "${as_acme[@]}" apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data-db, namespace: tenant-acme}
@@ -361,7 +421,7 @@ spec: {storageClassName: replicated, accessModes: [ReadWriteOnce], resources: {r
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: db, namespace: tenant-acme}
+metadata: {name: db, namespace: tenant-acme, labels: {app.kubernetes.io/instance: $orders_release}}
 spec:
   securityContext: {runAsNonRoot: true, runAsUser: 999, seccompProfile: {type: RuntimeDefault}}
   containers:
@@ -402,6 +462,7 @@ YAML
 
   kubernetes_cluster
   node_agent
+  usage_report
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     sort | awk -F'\t' 'BEGIN{printf "%-28s %-22s %-26s %s\n","TENANT","NAMESPACE","HOST","READY"}

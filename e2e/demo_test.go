@@ -44,6 +44,11 @@ func TestDemo(t *testing.T) {
 	// The tenant's seat: acme's administrator orders a Redis right after the platform is up, and
 	// a claim too large for the storage policy is refused with the numbers; beta's administrator
 	// may not even read acme's apps.
+	// Usage: acme's viewer's report holds the Postgres app's pod, scheduled by the real
+	// kube-scheduler and scraped by VictoriaMetrics.
+	if !strings.Contains(out, "kind: Postgres") || !strings.Contains(out, "name: orders") || !strings.Contains(out, "vCPUHours:") {
+		t.Errorf("demo output lacks acme's usage report with its Postgres orders:\n%s", out)
+	}
 	for _, want := range []string{"redis.apps.flotilla.dev/cache created", "redis.apps.flotilla.dev/cache condition met",
 		"2 replicas of 150Gi: the largest free on 2 distinct zones is 100Gi",
 		`User "beta-admin" cannot list resource "postgreses"`} {

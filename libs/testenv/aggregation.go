@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -109,4 +110,24 @@ func RegisterAPIService(ctx context.Context, c client.Client, ns, group, version
 		}
 	}
 	return nil
+}
+
+// WaitAPIServiceAvailable waits until kube-apiserver reports the APIService name (version.group)
+// Available: its aggregated server answers through the aggregator.
+func WaitAPIServiceAvailable(ctx context.Context, c client.Client, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		svc := &unstructured.Unstructured{}
+		svc.SetAPIVersion("apiregistration.k8s.io/v1")
+		svc.SetKind("APIService")
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, svc); err != nil {
+			return false, nil
+		}
+		conditions, _, _ := unstructured.NestedSlice(svc.Object, "status", "conditions")
+		for _, raw := range conditions {
+			if c, ok := raw.(map[string]any); ok && c["type"] == "Available" {
+				return c["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
 }

@@ -60,7 +60,7 @@ func (e *Env) StartFlux(ctx context.Context, dir string, sourceEnv ...string) er
 	if err := os.MkdirAll(storage, 0o700); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,8 @@ func (e *Env) StartKustomizeController(dir string) error {
 		"--no-remote-bases=true")
 }
 
-func freePort() (int, error) {
+// FreePort returns a loopback port nothing listens on (for a server a test starts).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -42,7 +42,7 @@ func StartVictoriaMetrics(dir string, o VictoriaMetricsOptions) (*VictoriaMetric
 	}
 	port := o.Port
 	if port == 0 {
-		if port, err = freePort(); err != nil {
+		if port, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}

@@ -21,6 +21,7 @@ func main() {
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine) // --kubeconfig, -v
 	pflag.Parse()
 
+	ctrl.SetLogger(klog.NewKlogr()) // the cache's logs, with the server's
 	ctx := ctrl.SetupSignalHandler()
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -30,7 +29,10 @@ func TestRealSchedulerToReport(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	port := freePort(t)
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	sched, err := env.StartScheduler(dir, testenv.SchedulerOptions{MetricsPort: port})
 	if err != nil {
 		t.Fatal(err)
@@ -123,14 +125,4 @@ func TestRealSchedulerToReport(t *testing.T) {
 	if math.Abs(seconds-math.Round(seconds)) > 1e-6 || math.Abs(memSeconds/memGiB-seconds) > 1e-6 {
 		t.Errorf("%.6f core-seconds and %.6f GiB-seconds: not whole seconds of %v cores and %v GiB", cpuSeconds, memSeconds, cpu, memGiB)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

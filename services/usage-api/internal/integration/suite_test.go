@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,16 +134,5 @@ func startUsageAPI(ctx context.Context, dir string) error {
 	if err := testenv.RegisterAPIService(ctx, kube, "flotilla-system", usagev1.GroupVersion.Group, usagev1.GroupVersion.Version, port); err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		svc := &apiregistrationv1.APIService{}
-		if err := kube.Get(ctx, client.ObjectKey{Name: apiserver.APIServiceName}, svc); err != nil {
-			return false, nil
-		}
-		for _, c := range svc.Status.Conditions {
-			if c.Type == apiregistrationv1.Available {
-				return c.Status == apiregistrationv1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
+	return testenv.WaitAPIServiceAvailable(ctx, kube, apiserver.APIServiceName)
 }

@@ -7,11 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
@@ -53,16 +48,5 @@ func Start(ctx context.Context, env *testenv.Env, dir string) (int, error) {
 	if err := testenv.RegisterAPIService(ctx, env.Client, Namespace, "apps.flotilla.dev", "v1alpha1", port); err != nil {
 		return 0, err
 	}
-	return port, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		svc := &apiregistrationv1.APIService{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: apiserver.APIServiceName}, svc); err != nil {
-			return false, nil
-		}
-		for _, c := range svc.Status.Conditions {
-			if c.Type == apiregistrationv1.Available {
-				return c.Status == apiregistrationv1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
+	return port, testenv.WaitAPIServiceAvailable(ctx, env.Client, apiserver.APIServiceName)
 }
