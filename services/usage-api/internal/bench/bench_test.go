@@ -80,8 +80,12 @@ func BenchmarkRootReport(b *testing.B) {
 		}
 		consumers = len(r.Consumers)
 	}
-	// Each namespace: 18 apps and what no app installed (every tenth workload).
-	if want := namespaces * (workloads/namespaces - workloads/namespaces/10 + 1); consumers != want {
+	// One consumer per app, and per namespace holding a workload of no app (every tenth).
+	unattributed := map[int]bool{}
+	for w := 0; w < workloads; w += 10 {
+		unattributed[w%namespaces] = true
+	}
+	if want := len(scope.Apps) + len(unattributed); consumers != want {
 		b.Fatalf("the report has %d consumers, want %d", consumers, want)
 	}
 	ratio := float64(median(report)) / float64(median(direct))
