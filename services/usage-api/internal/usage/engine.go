@@ -101,11 +101,12 @@ type key struct {
 // sums are resource × seconds: core-seconds and byte-seconds.
 type sums struct{ cpu, memory, ephemeral float64 }
 
-// Queries are what a report asks the metrics store: Requests over Range (a range query), Labels
-// at the period's end (an instant query).
+// Queries are what a report asks the metrics store: Requests and, if the scheduler was not up
+// at every instant (Up over UpRange), Gaps, over Range (range queries); Labels at the period's
+// end (an instant query).
 type Queries struct {
-	Requests, Labels string
-	Range            promv1.Range
+	Requests, Gaps, Up, Labels string
+	Range, UpRange             promv1.Range
 }
 
 // Queries returns the queries Report makes for s over p.
@@ -114,21 +115,38 @@ func (e *Engine) Queries(s Scope, p Period) Queries {
 	for i, t := range s.Tenants {
 		namespaces[i] = t.Namespace
 	}
+	res, job := e.cfg.Resolution, e.cfg.SchedulerJob
+	// The first grid instant in (Start, End]: the grid is multiples of res since the Unix epoch.
+	first := time.UnixMilli((p.Start.UnixMilli()/res.Milliseconds() + 1) * res.Milliseconds())
 	return Queries{
-		Requests: requestQuery(namespaces, e.cfg.SchedulerJob, e.cfg.Resolution, e.cfg.MaxGap, p.Step),
-		Labels:   labelsQuery(namespaces, p.End.Sub(p.Start)+e.cfg.Resolution),
+		Requests: requestQuery(namespaces, job, res, p.Step),
+		Gaps:     gapQuery(namespaces, job, res, e.cfg.MaxGap, p.Step),
+		Up:       upQuery(job, res),
+		Labels:   labelsQuery(namespaces, p.End.Sub(p.Start)+res),
 		Range:    promv1.Range{Start: p.Start.Add(p.Step), End: p.End, Step: p.Step},
+		UpRange:  promv1.Range{Start: first, End: p.End, Step: res},
 	}
 }
 
 // Report computes the usage of s over p.
 func (e *Engine) Report(ctx context.Context, s Scope, p Period) (usagev1.Report, error) {
 	report := usagev1.Report{Resolution: metav1.Duration{Duration: e.cfg.Resolution}}
-	intervals := int(p.End.Sub(p.Start) / p.Step)
 	q := e.Queries(s, p)
-	requests, _, err := e.api.QueryRange(ctx, q.Requests, q.Range)
+	requests, err := e.matrix(ctx, q.Requests, q.Range)
 	if err != nil {
-		return report, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return report, err
+	}
+	// The gap rule costs most of a report's time; it is asked only if it can count anything.
+	gaps, err := e.gaps(ctx, q.Up, q.UpRange)
+	if err != nil {
+		return report, err
+	}
+	if gaps {
+		held, err := e.matrix(ctx, q.Gaps, q.Range)
+		if err != nil {
+			return report, err
+		}
+		requests = append(requests, held...)
 	}
 	labels, _, err := e.api.Query(ctx, q.Labels, p.End)
 	if err != nil {
@@ -143,12 +161,9 @@ func (e *Engine) Report(ctx context.Context, s Scope, p Period) (usagev1.Report,
 			}
 		}
 	}
-	matrix, ok := requests.(model.Matrix)
-	if !ok {
-		return report, fmt.Errorf("%w: the query answered %s, not a matrix", ErrUnavailable, requests.Type())
-	}
+	intervals := int(p.End.Sub(p.Start) / p.Step)
 	used := map[key]*sums{}
-	for _, series := range matrix {
+	for _, series := range requests {
 		ns := string(series.Metric["namespace"])
 		workload, ok := s.Apps[Release{ns, release[pod{ns, string(series.Metric["pod"])}]}]
 		if !ok {
@@ -179,6 +194,48 @@ func (e *Engine) Report(ctx context.Context, s Scope, p Period) (usagev1.Report,
 	}
 	report.Consumers, report.Total = consumers(s.Tenants, p, used)
 	return report, nil
+}
+
+// matrix asks a range query.
+func (e *Engine) matrix(ctx context.Context, query string, r promv1.Range) (model.Matrix, error) {
+	v, _, err := e.api.QueryRange(ctx, query, r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("%w: the query answered %s, not a matrix", ErrUnavailable, v.Type())
+	}
+	return m, nil
+}
+
+// maxPoints is the most instants one range query asks for: VictoriaMetrics refuses more than
+// -search.maxPointsPerTimeseries (30,000 by default).
+const maxPoints = 10000
+
+// gaps tells whether the scheduler was not known to be up at some instant of r (a step of the
+// resolution), asking up in pieces of maxPoints instants.
+func (e *Engine) gaps(ctx context.Context, up string, r promv1.Range) (bool, error) {
+	for start := r.Start; !start.After(r.End); start = start.Add(maxPoints * r.Step) {
+		end := start.Add((maxPoints - 1) * r.Step)
+		if end.After(r.End) {
+			end = r.End
+		}
+		m, err := e.matrix(ctx, up, promv1.Range{Start: start, End: end, Step: r.Step})
+		if err != nil {
+			return false, err
+		}
+		want := int(end.Sub(start)/r.Step) + 1
+		if len(m) != 1 || len(m[0].Values) != want {
+			return true, nil
+		}
+		for _, v := range m[0].Values {
+			if v.Value != 1 {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // consumers lists used in the tenants' order, then by workload and interval, with the total.

@@ -227,6 +227,7 @@ func TestReportIsExactToTheSample(t *testing.T) {
 	}{
 		{"whole history, one interval", h.t0, h.t0.Add(12 * time.Hour), 12 * time.Hour},
 		{"hourly series", h.t0, h.t0.Add(12 * time.Hour), time.Hour},
+		{"the source up throughout", h.t0.Add(time.Hour), h.t0.Add(5 * time.Hour), 30 * time.Minute},
 		{"off the grid", h.t0.Add(95*time.Minute + 31*time.Second), h.t0.Add(545*time.Minute + 31*time.Second), 90 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

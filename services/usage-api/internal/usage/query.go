@@ -30,15 +30,31 @@ func namespaceMatcher(namespaces []string) string {
 	return strings.Join(quoted, "|")
 }
 
-// requestQuery is the query described in the package documentation: per namespace, pod and
-// resource, the sum of the values at the grid instants in the window before each evaluation.
-func requestQuery(namespaces []string, schedulerJob string, res, maxGap, window time.Duration) string {
+// requestQuery is the first query described in the package documentation: per namespace, pod
+// and resource, the sum of its latest sample of the resolution before each grid instant in the
+// window before each evaluation.
+func requestQuery(namespaces []string, schedulerJob string, res, window time.Duration) string {
+	return fmt.Sprintf(`sum_over_time((%s)[%s:%s])`, latest(namespaces, schedulerJob, res), duration(window), duration(res))
+}
+
+// gapQuery is the second: at the instants where the scheduler was not known to be up, a pod's
+// latest sample of the last maxGap where it has none of the resolution before.
+func gapQuery(namespaces []string, schedulerJob string, res, maxGap, window time.Duration) string {
+	return fmt.Sprintf(`sum_over_time(((%s unless %s) unless on() (%s == 1))[%s:%s])`,
+		latest(namespaces, schedulerJob, maxGap), latest(namespaces, schedulerJob, res), upQuery(schedulerJob, res),
+		duration(window), duration(res))
+}
+
+// upQuery is 1 at the instants where the scheduler was scraped in the resolution before.
+func upQuery(schedulerJob string, res time.Duration) string {
+	return fmt.Sprintf(`max(last_over_time(up{job=%q}[%s]))`, schedulerJob, duration(res))
+}
+
+// latest is each pod's latest request of each resource within d, one source's or another's.
+func latest(namespaces []string, schedulerJob string, d time.Duration) string {
 	sel := fmt.Sprintf(`%s{job=%q, node!="", namespace=~%q, resource=~"%s|%s|%s"}`,
 		metricRequest, schedulerJob, namespaceMatcher(namespaces), resourceCPU, resourceMemory, resourceEphemeralStorage)
-	return fmt.Sprintf(`sum_over_time((max by (namespace, pod, resource) (last_over_time(%[1]s[%[2]s]))`+
-		` or (max by (namespace, pod, resource) (last_over_time(%[1]s[%[3]s]))`+
-		` unless on() (max(last_over_time(up{job=%[4]q}[%[2]s])) == 1)))[%[5]s:%[2]s])`,
-		sel, duration(res), duration(maxGap), schedulerJob, duration(window))
+	return fmt.Sprintf(`max by (namespace, pod, resource) (last_over_time(%s[%s]))`, sel, duration(d))
 }
 
 // labelsQuery gives each pod seen in the window its app.kubernetes.io/instance label.
