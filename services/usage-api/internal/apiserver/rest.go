@@ -127,7 +127,9 @@ func (r *reports) scope(ctx context.Context, namespace string, spec *usagev1.Usa
 	}
 	s.Apps = map[usage.Release]usagev1.WorkloadReference{}
 	for _, hr := range hrs.Items {
-		if target := hr.GetReleaseNamespace(); inScope[target] {
+		// Only as the apps API stores an app: in its target's delivery namespace, which tenants
+		// cannot write. A HelmRelease elsewhere names nothing.
+		if target := hr.GetReleaseNamespace(); inScope[target] && hr.Namespace == tenancyv1.DeliveryNamespace(target) {
 			s.Apps[usage.Release{Namespace: target, Name: hr.GetReleaseName()}] = usagev1.WorkloadReference{
 				Kind: hr.Labels[meta.LabelAppKind], Name: hr.Labels[meta.LabelAppName],
 			}

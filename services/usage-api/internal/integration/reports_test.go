@@ -60,7 +60,10 @@ var tree = sync.OnceValue(func() error {
 			for _, p := range []struct {
 				pod, instance string
 				cpu, mem      float64
-			}{{"db-0", "postgres-db", 0.5, 1 << 30}, {"debug", "", 0.25, 0}} {
+			}{{"db-0", "postgres-db", 0.5, 1 << 30}, {"debug", "", 0.25, 0}, {"orphan-0", "orphan", 0.125, 0}, {"late-0", "late", 0.125, 0}} {
+				if ns != "tenant-beta" && p.pod != "db-0" && p.pod != "debug" {
+					continue // beta alone runs releases of no app (yet): TestAppsAreOnlyThePlatformsHelmReleases
+				}
 				fmt.Fprintf(&b, "kube_pod_resource_request{job=\"kube-scheduler\",namespace=%q,pod=%q,node=\"node-1\",resource=\"cpu\",unit=\"cores\"} %g %d\n", ns, p.pod, p.cpu, at)
 				fmt.Fprintf(&b, "kube_pod_resource_request{job=\"kube-scheduler\",namespace=%q,pod=%q,node=\"node-1\",resource=\"memory\",unit=\"bytes\"} %g %d\n", ns, p.pod, p.mem, at)
 				fmt.Fprintf(&b, "kube_pod_labels{job=\"kube-state-metrics\",namespace=%q,pod=%q,label_app_kubernetes_io_instance=%q} 1 %d\n", ns, p.pod, p.instance, at)
@@ -321,5 +324,52 @@ func TestKubectlCreateAsATenant(t *testing.T) {
 		"--as", "user-of-tenant-acme", "--as-group", "tenant-acme-view", "create", "--validate=false", "-f", file).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "endTimestmp") {
 		t.Errorf("kubectl create with a misspelt field: %v: %s", err, out)
+	}
+}
+
+// TestAppsAreOnlyThePlatformsHelmReleases: a HelmRelease names an app only where the apps API
+// stores it, in its target's delivery namespace. One anywhere else (a tenant able to write
+// HelmReleases in its own namespace, say) must not rename another tenant's workloads in a report.
+func TestAppsAreOnlyThePlatformsHelmReleases(t *testing.T) {
+	root := viewer(t, "tenant-root")
+	ctx := context.Background()
+	release := func(namespace, name, kind, target string) *helmv2.HelmRelease {
+		return &helmv2.HelmRelease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
+				Labels: map[string]string{meta.LabelAppKind: kind, meta.LabelAppName: name}},
+			Spec: helmv2.HelmReleaseSpec{
+				ReleaseName: name, TargetNamespace: target, Interval: metav1.Duration{Duration: time.Hour},
+				Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "x",
+					SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "HelmRepository", Name: "catalog"}}},
+			},
+		}
+	}
+	// First the impostor, in acme's namespace, claiming beta's release "orphan"; then an app of
+	// beta's stored as the apps API stores it: once the report shows the second, the usage-api
+	// has seen the first.
+	for _, hr := range []*helmv2.HelmRelease{
+		release("tenant-acme", "orphan", "Spoofed", "tenant-beta"),
+		release(tenancyv1.DeliveryNamespace("tenant-beta"), "late", "Redis", "tenant-beta"),
+	} {
+		if err := kube.Create(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kube.Delete(ctx, hr) })
+	}
+	var r *usagev1.UsageReport
+	eventually := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		r = newReport("tenant-root", t0, t0.Add(2*time.Hour))
+		if err := create(t, root, r); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(r.Report.Consumers, func(c usagev1.Consumer) bool { return c.Workload.Kind == "Redis" }), nil
+	})
+	if eventually != nil {
+		t.Fatalf("beta's app late never in root's report: %v", eventually)
+	}
+	for _, c := range r.Report.Consumers {
+		if c.Workload.Kind == "Spoofed" {
+			t.Errorf("a HelmRelease outside the delivery namespace named %s's workload: %+v", c.Namespace, c)
+		}
 	}
 }
