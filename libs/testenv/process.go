@@ -36,19 +36,29 @@ func (e *Env) StartBinary(path, logDir string, env []string, args ...string) err
 	if err != nil {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(logDir, name+".log"))
+	p, err := startProcess(path, filepath.Join(logDir, name+".log"), append([]string{"KUBECONFIG=" + kubeconfig}, env...), args...)
 	if err != nil {
 		return err
 	}
+	e.procs = append(e.procs, p)
+	return nil
+}
+
+// startProcess runs path with args and env (beside the test's own), appending its output to
+// logPath; it dies with the test.
+func startProcess(path, logPath string, env []string, args ...string) (*process, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(path, args...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return errors.Join(fmt.Errorf("starting %s: %w", name, err), logf.Close())
+		return nil, errors.Join(fmt.Errorf("starting %s: %w", filepath.Base(path), err), logf.Close())
 	}
-	e.procs = append(e.procs, &process{cmd: cmd, log: logf})
-	return nil
+	return &process{cmd: cmd, log: logf}, nil
 }
 
 // AdminKubeconfig writes a kubeconfig for a new system:masters user to <dir>/<name>.kubeconfig.

@@ -2,14 +2,11 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -64,17 +61,11 @@ func StartVictoriaMetrics(dir string, o VictoriaMetricsOptions) (*VictoriaMetric
 }
 
 func (vm *VictoriaMetrics) start() error {
-	logf, err := os.OpenFile(filepath.Join(vm.dir, "victoria-metrics.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	p, err := startProcess(vm.args[0], filepath.Join(vm.dir, "victoria-metrics.log"), nil, vm.args[1:]...)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(vm.args[0], vm.args[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return errors.Join(fmt.Errorf("starting victoria-metrics: %w", err), logf.Close())
-	}
-	vm.p = &process{cmd: cmd, log: logf}
+	vm.p = p
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for {
@@ -88,7 +79,7 @@ func (vm *VictoriaMetrics) start() error {
 		select {
 		case <-ctx.Done():
 			vm.Stop()
-			return fmt.Errorf("victoria-metrics did not answer at %s (see %s)", vm.URL, logf.Name())
+			return fmt.Errorf("victoria-metrics did not answer at %s (see %s)", vm.URL, p.log.Name())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -29,8 +29,6 @@ type Config struct {
 	MaxGap time.Duration
 	// SchedulerJob is the job label of the scrape of kube-scheduler's /metrics/resources.
 	SchedulerJob string
-	// RoundTripper, if set, carries the requests (tests, TLS); else http.DefaultTransport.
-	RoundTripper http.RoundTripper
 }
 
 // Tenant is a tenant in a report's scope.
@@ -69,7 +67,7 @@ type Engine struct {
 
 // New returns an engine querying cfg.URL.
 func New(cfg Config) (*Engine, error) {
-	c, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: noCache{next: cmp.Or[http.RoundTripper](cfg.RoundTripper, http.DefaultTransport)}})
+	c, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: noCache{next: http.DefaultTransport}})
 	if err != nil {
 		return nil, err
 	}
@@ -87,9 +85,6 @@ func (n noCache) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.URL.RawQuery = q.Encode()
 	return n.next.RoundTrip(r)
 }
-
-// Resolution is the grid the engine's reports are exact to.
-func (e *Engine) Resolution() time.Duration { return e.cfg.Resolution }
 
 // key is one consumer: a workload of a namespace in one interval.
 type key struct {
