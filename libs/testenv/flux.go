@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
+	"golang.org/x/mod/module"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,9 +22,19 @@ var FluxModules = []string{"github.com/fluxcd/source-controller@v1.9.6", "github
 
 // ModuleCRDDirs returns config/crd/bases of each module@version, from the Go module cache
 // (downloaded through the module proxy if missing): the real CRDs of Flux, CloudNativePG, ….
+// A module the cache holds already (verified when it came) is read there: `go mod download`
+// would ask the checksum database again for a module the calling module's go.sum does not list.
 func ModuleCRDDirs(modules ...string) ([]string, error) {
+	cache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
 	var dirs []string
 	for _, m := range modules {
+		if dir, ok := cachedModuleDir(strings.TrimSpace(string(cache)), m); ok {
+			dirs = append(dirs, filepath.Join(dir, "config", "crd", "bases"))
+			continue
+		}
 		out, err := exec.Command("go", "mod", "download", "-json", m).Output()
 		if err != nil {
 			return nil, fmt.Errorf("go mod download %s: %w", m, err)
@@ -34,6 +46,22 @@ func ModuleCRDDirs(modules ...string) ([]string, error) {
 		dirs = append(dirs, filepath.Join(info.Dir, "config", "crd", "bases"))
 	}
 	return dirs, nil
+}
+
+// cachedModuleDir is where the module cache holds module@version, if it does.
+func cachedModuleDir(cache, m string) (string, bool) {
+	path, version, _ := strings.Cut(m, "@")
+	ep, err := module.EscapePath(path)
+	if err != nil {
+		return "", false
+	}
+	ev, err := module.EscapeVersion(version)
+	if err != nil {
+		return "", false
+	}
+	dir := filepath.Join(cache, ep+"@"+ev)
+	fi, err := os.Stat(dir)
+	return dir, err == nil && fi.IsDir()
 }
 
 // FluxNamespace is where the Flux controllers run (their events and leases).

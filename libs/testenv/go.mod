@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	go.uber.org/zap v1.27.1
+	golang.org/x/mod v0.37.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
