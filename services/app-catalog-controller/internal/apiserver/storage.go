@@ -42,7 +42,8 @@ var errModified = errors.New("the object has been modified; please apply your ch
 // maxReleaseName is Helm's limit on release names.
 const maxReleaseName = 53
 
-// readYourWrites bounds how long a write waits for the cache to show it.
+// readYourWrites bounds how long a read waits for the cache to show the writes this server has
+// answered (store.caughtUp).
 const readYourWrites = 10 * time.Second
 
 // MaxSpecBytes bounds an app's spec, as JSON. The values travel into a HelmRelease, each of Helm's
@@ -111,6 +112,7 @@ func (s *appStorage) ConvertToTable(ctx context.Context, obj runtime.Object, opt
 
 // Get implements rest.Getter.
 func (s *appStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	s.store.caughtUp(ctx)
 	hr := s.store.get(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), name)
 	if hr == nil {
 		return nil, apierrors.NewNotFound(s.gr(), name)
@@ -136,6 +138,7 @@ func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	if err != nil {
 		return nil, err
 	}
+	s.store.caughtUp(ctx)
 	var at uint64
 	from, limit := "", opts.Limit
 	switch {
@@ -255,6 +258,7 @@ func (s *appStorage) Watch(ctx context.Context, opts *metainternalversion.ListOp
 	if err != nil {
 		return nil, err
 	}
+	s.store.caughtUp(ctx)
 	if rv := parseRV(opts.ResourceVersion); rv > 0 {
 		if err := s.store.waitFresh(ctx, rv); err != nil {
 			return nil, err
@@ -404,13 +408,22 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 	if err := s.client.Create(ctx, hr, &client.CreateOptions{DryRun: opts.DryRun}); err != nil {
 		return nil, s.mapError(err, app.GetName())
 	}
-	s.store.waitFor(ctx, parseRV(hr.ResourceVersion), readYourWrites)
+	s.wrote(hr, opts.DryRun)
 	return toApp(s.kind, hr)
+}
+
+// wrote records a write's resourceVersion, which the next read waits for (store.caughtUp). A dry
+// run changes nothing.
+func (s *appStorage) wrote(hr *helmv2.HelmRelease, dryRun []string) {
+	if len(dryRun) == 0 {
+		s.store.wrote(parseRV(hr.ResourceVersion))
+	}
 }
 
 // read returns an app's HelmRelease as kube-apiserver has it now (writes depend on it, so not
 // from the cache, which only finds it) and the app it holds.
 func (s *appStorage) read(ctx context.Context, name string) (*helmv2.HelmRelease, *unstructured.Unstructured, error) {
+	s.store.caughtUp(ctx)
 	current := s.store.get(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), name)
 	if current == nil {
 		return nil, nil, apierrors.NewNotFound(s.gr(), name)
@@ -486,7 +499,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		if err != nil {
 			return nil, false, s.mapError(err, name)
 		}
-		s.store.waitFor(ctx, parseRV(hr.ResourceVersion), readYourWrites)
+		s.wrote(hr, opts.DryRun)
 		updated, err := toApp(s.kind, hr)
 		return updated, false, err
 	}
@@ -552,7 +565,7 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 	} else if err != nil {
 		return nil, false, s.mapError(err, name)
 	}
-	s.store.waitFor(ctx, parseRV(gone.ResourceVersion), readYourWrites)
+	s.wrote(gone, nil)
 	deleting, err := toApp(s.kind, gone)
 	return deleting, false, err
 }
@@ -566,6 +579,7 @@ func (s *appStorage) DeleteCollection(ctx context.Context, deleteValidation rest
 	if err != nil {
 		return nil, err
 	}
+	s.store.caughtUp(ctx)
 	hrs, _, err := s.store.list(s.kind.GVK.Kind, genericapirequest.NamespaceValue(ctx), 0, keep)
 	if err != nil {
 		return nil, err

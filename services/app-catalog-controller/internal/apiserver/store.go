@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -45,6 +46,11 @@ type store struct {
 	watchers  map[string]map[*watcher]struct{}
 	// advanced is closed and replaced each time rv moves, for waitFor.
 	advanced chan struct{}
+	// written is the newest resourceVersion a write through this server has answered with. Reads
+	// wait until the store has reached it (caughtUp), so that a client reads its own writes
+	// without every write waiting for its watch event, as kube-apiserver answers a write once
+	// etcd has it and makes consistent reads from its watch cache wait for the cache.
+	written atomic.Uint64
 	// ready is closed by the first relist.
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -481,6 +487,12 @@ func (s *store) bookmarks(ctx context.Context, interval time.Duration) {
 // waitFor blocks until the store has applied resourceVersion rv (or a newer one), for at most
 // timeout, and reports whether it has.
 func (s *store) waitFor(ctx context.Context, rv uint64, timeout time.Duration) bool {
+	s.mu.RLock()
+	done := s.rv >= rv
+	s.mu.RUnlock()
+	if done { // the common case, for every read (caughtUp): no timer
+		return true
+	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -497,6 +509,25 @@ func (s *store) waitFor(ctx context.Context, rv uint64, timeout time.Duration) b
 		case <-ctx.Done():
 			return false
 		}
+	}
+}
+
+// wrote records that a write through this server answered with resourceVersion rv.
+func (s *store) wrote(rv uint64) {
+	for {
+		w := s.written.Load()
+		if rv <= w || s.written.CompareAndSwap(w, rv) {
+			return
+		}
+	}
+}
+
+// caughtUp waits, for at most readYourWrites, until the store has applied every write this
+// server has answered: what a read does first. Once the store is there, it costs a lock and a
+// comparison.
+func (s *store) caughtUp(ctx context.Context) {
+	if rv := s.written.Load(); rv > 0 {
+		s.waitFor(ctx, rv, readYourWrites)
 	}
 }
 

@@ -299,3 +299,35 @@ func TestStopEndsWatches(t *testing.T) {
 		t.Fatal("the watch goes on after stop")
 	}
 }
+
+// A write answers once kube-apiserver has it; the next read waits until the store has applied
+// it (read-your-writes), and a store that has already applied it answers at once.
+func TestReadWaitsForTheWritesAnswered(t *testing.T) {
+	st := newStore(limits)
+	_ = st.Replace(nil, "5")
+	st.wrote(7) // a write answered with resourceVersion 7, not yet seen by the reflector
+	read := make(chan *helmv2.HelmRelease)
+	go func() {
+		st.caughtUp(context.Background())
+		read <- st.get("Postgres", "ns", "a")
+	}()
+	_ = st.Add(release("Postgres", "ns", "other", 6, nil, "")) // an earlier change does not do
+	select {
+	case <-read:
+		t.Fatal("the read did not wait for the write it follows")
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = st.Add(release("Postgres", "ns", "a", 7, nil, ""))
+	select {
+	case hr := <-read:
+		if hr == nil || hr.ResourceVersion != "7" {
+			t.Fatalf("read %v, want a@7", hr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read still waits after the store applied the write")
+	}
+	st.wrote(3) // an older write changes nothing
+	if got := st.written.Load(); got != 7 {
+		t.Fatalf("written %d, want 7", got)
+	}
+}
