@@ -73,10 +73,10 @@ func run(opts manager.Options, lo linstor.Options, poll time.Duration, webhookCo
 	r := &policy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LINSTOR: lc, View: view, Recorder: mgr.GetEventRecorder(opts.Name)}
 	if opts.WebhookPort != 0 {
 		r.WebhookConfiguration = webhookConfig
-		if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), View: view}).SetupWithManager(mgr); err != nil {
+		if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), View: view}).SetupWithManager(mgr); err != nil {
 			return err
 		}
-		if err := (&webhook.PodPlacer{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		if err := (&webhook.PodPlacer{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -206,14 +205,8 @@ func (x *Extender) volumesOf(ctx context.Context, pod *corev1.Pod) ([]storage.Vo
 	return out, linstorClaim, nil
 }
 
-// get reads key from the cache, and from the API server when the cache has not seen it yet:
-// kube-scheduler asks about a pod as soon as its own informer has it, and the manager's cache may
-// learn of the pod's claim (or its volume) moments later. Taken for missing, a claim of a LINSTOR
-// class would let the pod onto a node that can never attach its volume.
+// get reads from the cache, and from the API server what it has not seen yet: kube-scheduler asks
+// about a pod as soon as its own informer has it, and the cache may learn of its claim moments later.
 func (x *Extender) get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
-	err := x.Reader.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) && x.APIReader != nil {
-		return x.APIReader.Get(ctx, key, obj)
-	}
-	return err
+	return storage.Get(ctx, x.Reader, x.APIReader, key, obj)
 }

@@ -86,6 +86,19 @@ func TestOversizeClaimIsRefused(t *testing.T) {
 	}
 }
 
+// The claim webhook reads a StorageClass or StoragePolicy its cache has not seen yet from the API
+// server: a claim of a class made moments ago is checked, not admitted as another class's.
+func TestClaimValidatorReadsWhatItsCacheHasNotSeen(t *testing.T) {
+	ownLINSTOR(t)
+	create(t, replicated("unseen-fit"))
+	condition(t, "unseen-fit", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+	v := &webhook.ClaimValidator{Reader: unseeingCache(t), APIReader: k8s, View: view}
+	_, err := v.ValidateCreate(context.Background(), claim("claims", "huge", "unseen-fit", "200Gi"))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.resources.requests.storage") {
+		t.Errorf("a 200Gi claim where at most 100Gi fits: %v, want it invalid", err)
+	}
+}
+
 // A resize must fit where the volume's replicas are: each grows in its own pool.
 func TestOversizeResizeIsRefused(t *testing.T) {
 	ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,30 +232,46 @@ type discard struct{}
 
 func (discard) Printf(string, ...any) {}
 
-// With LINSTOR unreachable the policy says so and nothing is deleted; once LINSTOR answers again
-// the policy is Ready without anything having been recreated.
+// With LINSTOR unreachable (its port refusing connections) or failing (answering 500s), the policy
+// says which and nothing is deleted; once LINSTOR answers again the policy is Ready without anything
+// having been recreated.
 func TestLinstorDown(t *testing.T) {
-	ctx := context.Background()
-	l := ownLINSTOR(t)
-	create(t, replicated("down"))
-	condition(t, "down", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	l.SetFaults(linstordouble.Faults{ErrorRate: 1})
-	t.Cleanup(func() { l.SetFaults(linstordouble.Faults{}) })
-	patchSpec(t, "down", func(p *storagepolicyv1.StoragePolicy) { p.Spec.Replicas = 3 })
-	p := condition(t, "down", fmeta.ReadyCondition, metav1.ConditionFalse, "")
-	if c := meta.FindStatusCondition(p.Status.Conditions, storagepolicyv1.LinstorReachableCondition); c == nil {
-		t.Errorf("no %s condition: %+v", storagepolicyv1.LinstorReachableCondition, p.Status.Conditions)
-	}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: "down"}, &storagev1.StorageClass{}); err != nil {
-		t.Errorf("StorageClass while LINSTOR is down: %v", err)
-	}
-	l.SetFaults(linstordouble.Faults{})
-	if _, ok := group(t, "flotilla-down"); !ok {
-		t.Error("the resource group was deleted while LINSTOR was down")
-	}
-	condition(t, "down", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	if g, _ := group(t, "flotilla-down"); g.Filter.PlaceCount != 3 {
-		t.Errorf("place count after recovery: %d", g.Filter.PlaceCount)
+	for _, tc := range []struct {
+		name      string
+		reachable metav1.ConditionStatus
+		down      func(t *testing.T, l *testLINSTOR) (up func())
+	}{
+		{"refusing", metav1.ConditionFalse, func(t *testing.T, _ *testLINSTOR) func() { return linstorOutage(t) }},
+		{"failing", metav1.ConditionTrue, func(t *testing.T, l *testLINSTOR) func() {
+			l.SetFaults(linstordouble.Faults{ErrorRate: 1})
+			return func() { l.SetFaults(linstordouble.Faults{}) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			l := ownLINSTOR(t)
+			name := "down-" + tc.name
+			create(t, replicated(name))
+			condition(t, name, fmeta.ReadyCondition, metav1.ConditionTrue, "")
+			up := sync.OnceFunc(tc.down(t, l))
+			t.Cleanup(up)
+			patchSpec(t, name, func(p *storagepolicyv1.StoragePolicy) { p.Spec.Replicas = 3 })
+			p := condition(t, name, fmeta.ReadyCondition, metav1.ConditionFalse, "")
+			if c := meta.FindStatusCondition(p.Status.Conditions, storagepolicyv1.LinstorReachableCondition); c == nil || c.Status != tc.reachable {
+				t.Errorf("%s condition: %+v", storagepolicyv1.LinstorReachableCondition, p.Status.Conditions)
+			}
+			if err := k8s.Get(ctx, types.NamespacedName{Name: name}, &storagev1.StorageClass{}); err != nil {
+				t.Errorf("StorageClass while LINSTOR is down: %v", err)
+			}
+			up()
+			if _, ok := group(t, "flotilla-"+name); !ok {
+				t.Error("the resource group was deleted while LINSTOR was down")
+			}
+			condition(t, name, fmeta.ReadyCondition, metav1.ConditionTrue, "")
+			if g, _ := group(t, "flotilla-"+name); g.Filter.PlaceCount != 3 {
+				t.Errorf("place count after recovery: %d", g.Filter.PlaceCount)
+			}
+		})
 	}
 }
 

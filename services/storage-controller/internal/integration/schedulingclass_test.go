@@ -16,6 +16,7 @@ import (
 
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/webhook"
 )
 
 func zonedNodes(t *testing.T) map[string]string {
@@ -196,6 +197,39 @@ func TestBadSchedulingClassesAreRefused(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("the error does not name %s: %v", tc.field, err)
+			}
+		})
+	}
+}
+
+// The webhook reads a namespace or class its cache has not seen yet from the API server: a
+// namespace and its pods applied together, or a class created just before a pod naming it, are
+// placed, neither refused nor held. Its cache here sees nothing, as the manager's cache does in
+// the moments before an object created just now reaches it.
+func TestPodPlacerReadsWhatItsCacheHasNotSeen(t *testing.T) {
+	ctx := context.Background()
+	placer := &webhook.PodPlacer{Reader: unseeingCache(t), APIReader: k8s}
+
+	schedulingClass(t, "unseen", storagepolicyv1.SchedulingClassSpec{NodeSelector: map[string]string{"topology.kubernetes.io/zone": "a"}})
+	for _, tc := range []struct {
+		name string
+		ns   string
+		pod  func(ns string) *corev1.Pod
+	}{
+		{"the namespace's class", classedNamespace(t, "unseen-classed", "unseen"), func(ns string) *corev1.Pod { return webPod(ns, "web") }},
+		{"the pod's class", namespace(t, "unseen-plain"), func(ns string) *corev1.Pod {
+			p := webPod(ns, "web")
+			p.Annotations = map[string]string{storagepolicyv1.AnnotationSchedulingClass: "unseen"}
+			return p
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.pod(tc.ns)
+			if err := placer.Default(ctx, p); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if len(p.Spec.SchedulingGates) != 0 || p.Spec.NodeSelector["topology.kubernetes.io/zone"] != "a" {
+				t.Errorf("not placed by class unseen: gates %v, node selector %v", p.Spec.SchedulingGates, p.Spec.NodeSelector)
 			}
 		})
 	}

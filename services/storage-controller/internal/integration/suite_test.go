@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -45,10 +47,11 @@ import (
 var (
 	env *testenv.Env
 	k8s client.Client
-	// linstorAt serves the running test's LINSTOR at the one address every client uses.
-	linstorAt = &switchedHandler{}
-	checker   *openapicheck.Checker
-	lc        *linstor.Client
+	// linstorAt serves the running test's LINSTOR at the one address every client uses, linstorSrv.
+	linstorAt  = &switchedHandler{}
+	linstorSrv *httptest.Server
+	checker    *openapicheck.Checker
+	lc         *linstor.Client
 	// raw is golinstor without the checker, for what a test does in LINSTOR itself (as the CSI
 	// driver would: spawning volumes).
 	raw         *lapi.Client
@@ -109,6 +112,7 @@ func run(m *testing.M) (int, error) {
 	linstorAt.serve(newLINSTOR().Handler())
 	srv := httptest.NewServer(linstorAt)
 	defer srv.Close()
+	linstorSrv = srv
 	if checker, err = openapicheck.New(srv.URL); err != nil {
 		return 0, err
 	}
@@ -147,10 +151,10 @@ func run(m *testing.M) (int, error) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
-	if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), View: view}).SetupWithManager(mgr); err != nil {
+	if err := (&webhook.ClaimValidator{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), View: view}).SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
-	if err := (&webhook.PodPlacer{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&webhook.PodPlacer{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
 	if err := (&schedulingclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -232,6 +236,44 @@ func ownLINSTOR(t *testing.T) *testLINSTOR {
 	linstorAt.serve(l.Handler())
 	view.Refresh(context.Background())
 	return l
+}
+
+// linstorOutage takes LINSTOR's endpoint down for real: the port refuses connections and the open
+// ones are closed, until restore listens at the same address again.
+func linstorOutage(t *testing.T) (restore func()) {
+	t.Helper()
+	addr := linstorSrv.Listener.Addr().String()
+	if err := linstorSrv.Listener.Close(); err != nil {
+		t.Fatal(err)
+	}
+	linstorSrv.CloseClientConnections()
+	return func() {
+		t.Helper()
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listening again at %s: %v", addr, err)
+		}
+		linstorSrv.Listener = l
+		go func() { _ = linstorSrv.Config.Serve(l) }()
+	}
+}
+
+// unseeingCache is a started cache of the test's API server that sees no object, as the manager's
+// cache has not seen one created moments ago.
+func unseeingCache(t *testing.T) cache.Cache {
+	t.Helper()
+	c, err := cache.New(env.Config, cache.Options{Scheme: k8s.Scheme(),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{"seen-by": "nobody"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not start")
+	}
+	return c
 }
 
 // switchedHandler serves whichever LINSTOR the running test owns.

@@ -35,6 +35,9 @@ const Name = "pvcs.storage.flotilla.dev"
 type ClaimValidator struct {
 	// Reader reads StorageClasses, StoragePolicies and PersistentVolumes (the manager's cache).
 	Reader client.Reader
+	// APIReader reads from the API server what Reader has not seen yet: a claim of a class made
+	// moments ago must not pass unchecked as a claim of someone else's class.
+	APIReader client.Reader
 	// View is the polled copy of LINSTOR's capacity and volumes: no LINSTOR call per request.
 	View *linstor.View
 }
@@ -72,7 +75,7 @@ func (v *ClaimValidator) ValidateUpdate(ctx context.Context, old, pvc *corev1.Pe
 		return nil, v.fits(ctx, pvc, p, after)
 	}
 	pv := &corev1.PersistentVolume{}
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+	if err := storage.Get(ctx, v.Reader, v.APIReader, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("reading PersistentVolume %s: %v", pvc.Spec.VolumeName, err))
 	}
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagepolicyv1.CSIDriver {
@@ -104,7 +107,7 @@ func (v *ClaimValidator) policyOf(ctx context.Context, pvc *corev1.PersistentVol
 		return nil, nil
 	}
 	sc := &storagev1.StorageClass{}
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc); err != nil {
+	if err := storage.Get(ctx, v.Reader, v.APIReader, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -115,7 +118,7 @@ func (v *ClaimValidator) policyOf(ctx context.Context, pvc *corev1.PersistentVol
 		return nil, nil
 	}
 	p := &storagepolicyv1.StoragePolicy{}
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: name}, p); err != nil {
+	if err := storage.Get(ctx, v.Reader, v.APIReader, types.NamespacedName{Name: name}, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, invalid(pvc, field.Invalid(field.NewPath("spec", "storageClassName"), sc.Name, "its StoragePolicy "+name+" is gone"))
 		}

@@ -37,6 +37,8 @@ const (
 type PodPlacer struct {
 	// Reader reads namespaces and SchedulingClasses (the manager's cache).
 	Reader client.Reader
+	// APIReader reads from the API server what Reader has not seen yet.
+	APIReader client.Reader
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &PodPlacer{}
@@ -54,7 +56,7 @@ func (p *PodPlacer) Default(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	ns := &corev1.Namespace{}
-	if err := p.Reader.Get(ctx, types.NamespacedName{Name: pod.Namespace}, ns); err != nil {
+	if err := storage.Get(ctx, p.Reader, p.APIReader, types.NamespacedName{Name: pod.Namespace}, ns); err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("reading namespace %s: %v", pod.Namespace, err))
 	}
 	name := storage.ClassOf(pod, ns)
@@ -62,7 +64,7 @@ func (p *PodPlacer) Default(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	class := &storagepolicyv1.SchedulingClass{}
-	if err := p.Reader.Get(ctx, types.NamespacedName{Name: name}, class); err != nil {
+	if err := storage.Get(ctx, p.Reader, p.APIReader, types.NamespacedName{Name: name}, class); err != nil {
 		if apierrors.IsNotFound(err) {
 			storage.Hold(pod, name)
 			return nil
