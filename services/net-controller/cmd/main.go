@@ -34,7 +34,7 @@ func main() {
 	flag.StringVar(&nw.nb, "ovn-nb", "", "OVN northbound database (tcp:HOST:PORT or unix:PATH); empty leaves TenantNetworks alone.")
 	flag.StringVar(&nw.external, "external-cidr", "100.64.0.0/16", "The platform's external (transit) range TenantNetworks' SNAT and floating addresses come from.")
 	flag.IntVar(&nw.perNamespace, "external-ips-per-namespace", 8, "External addresses the TenantNetworks of one namespace may hold together.")
-	flag.IntVar(&nw.concurrency, "network-concurrency", 4, "TenantNetworks reconciled in parallel (their OVN changes share transactions).")
+	flag.IntVar(&nw.concurrency, "network-concurrency", 64, "TenantNetworks reconciled in parallel. A reconcile mostly waits on OVN, and the OVN changes of those in flight share one transaction: more of them, fewer and larger transactions for ovn-northd to recompute after.")
 	metallbNS := flag.String("metallb-namespace", "", "MetalLB's namespace, where tenants' IPAddressPools and the pools' L2Advertisements are written; empty leaves LoadBalancerPools alone (MetalLB is not installed).")
 	flag.Parse()
 	opts.WebhookPort = 0 // validation is in the CRDs' schemas; there is no webhook
@@ -80,7 +80,7 @@ func run(opts manager.Options, concurrency int, nw networkFlags, metallbNS strin
 	}).SetupWithManager(mgr, concurrency); err != nil {
 		return err
 	}
-	if err := (&subnetpool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&subnetpool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&routingpolicy.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -93,7 +93,7 @@ func run(opts manager.Options, concurrency int, nw networkFlags, metallbNS strin
 		}).SetupWithManager(mgr, concurrency); err != nil {
 			return err
 		}
-		if err := (&loadbalancerpool.Reconciler{Client: mgr.GetClient(), Namespace: metallbNS}).SetupWithManager(mgr); err != nil {
+		if err := (&loadbalancerpool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: metallbNS}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -22,6 +23,11 @@ import (
 
 // ErrUnavailable: the northbound database cannot be reached (yet); the client reconnects.
 var ErrUnavailable = errors.New("OVN northbound database unavailable")
+
+// gatherYields bounds how many times a transaction about to be sent yields to the reconciles the
+// previous one released, for their next batches. Yielding lets runnable goroutines build and
+// queue theirs; it never sleeps, so a reconcile that does not come back costs microseconds.
+const gatherYields = 64
 
 // transactTimeout bounds one Ensure or Remove: the client waits for a reconnection, and its cache
 // for consistency, rather than failing, and a dead server must not hold the reconciler forever.
@@ -82,11 +88,7 @@ func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Programmer
 		UpdateFunc: func(_ string, old, m model.Model) { p.changed(old); p.changed(m) },
 		DeleteFunc: func(_ string, m model.Model) { p.changed(m) },
 	})
-	if _, err := c.Monitor(ctx, c.NewMonitor(
-		client.WithTable(&nbdb.LogicalSwitch{}), client.WithTable(&nbdb.LogicalSwitchPort{}),
-		client.WithTable(&nbdb.LogicalRouter{}), client.WithTable(&nbdb.LogicalRouterPort{}),
-		client.WithTable(&nbdb.NAT{}),
-	)); err != nil {
+	if _, err := c.Monitor(ctx, monitor(c)); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -95,6 +97,22 @@ func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Programmer
 		return nil, err
 	}
 	return p, nil
+}
+
+// monitor watches only the columns the programmer reads (the changed* functions, natKey, names
+// and ownership). ovn-northd writes others back into the same rows (a router-type port's `up`,
+// for one): monitoring them would decode an update for each, and bring the network back to the
+// reconciler for nothing.
+func monitor(c client.Client) *client.Monitor {
+	ls, lsp := &nbdb.LogicalSwitch{}, &nbdb.LogicalSwitchPort{}
+	lr, lrp, nat := &nbdb.LogicalRouter{}, &nbdb.LogicalRouterPort{}, &nbdb.NAT{}
+	return c.NewMonitor(
+		client.WithTable(ls, &ls.Name, &ls.ExternalIDs, &ls.OtherConfig, &ls.Ports),
+		client.WithTable(lsp, &lsp.Name, &lsp.Type, &lsp.Addresses, &lsp.Options, &lsp.ExternalIDs),
+		client.WithTable(lr, &lr.Name, &lr.ExternalIDs, &lr.Options, &lr.Ports, &lr.Nat),
+		client.WithTable(lrp, &lrp.Name, &lrp.MAC, &lrp.Networks, &lrp.ExternalIDs),
+		client.WithTable(nat, &nat.Type, &nat.ExternalIP, &nat.LogicalIP, &nat.ExternalIDs),
+	)
 }
 
 // ensureTransit creates the transit switch when the database has none, and waits until the cache
@@ -197,10 +215,10 @@ func (p *Programmer) Ensure(ctx context.Context, want Rows) (int, error) {
 		b.solo = true
 	case transit != nil:
 		if uplink != "" && b.created[uplink] {
-			b.mutate(transit, &transit.Ports, ovsdb.MutateOperationInsert, []string{uplink})
+			b.mutateTransit(transit.UUID, ovsdb.MutateOperationInsert, []string{uplink})
 		}
 		if stale := slices.DeleteFunc(p.transitPorts(ctx, want.Key), func(u string) bool { return u == uplink }); len(stale) > 0 {
-			b.mutate(transit, &transit.Ports, ovsdb.MutateOperationDelete, stale)
+			b.mutateTransit(transit.UUID, ovsdb.MutateOperationDelete, stale)
 		}
 	}
 	return b.commit(ctx)
@@ -227,7 +245,7 @@ func (p *Programmer) Remove(ctx context.Context, key string) (int, error) {
 	}
 	if stale := p.transitPorts(ctx, key); len(stale) > 0 {
 		if t := p.findTransit(ctx); t != nil {
-			b.mutate(t, &t.Ports, ovsdb.MutateOperationDelete, stale)
+			b.mutateTransit(t.UUID, ovsdb.MutateOperationDelete, stale)
 		}
 	}
 	return b.commit(ctx)
@@ -486,9 +504,21 @@ func externalIDs(m model.Model) map[string]string {
 	return nil
 }
 
-func (b *batch) mutate(m model.Model, field any, op ovsdb.Mutator, value []string) {
-	ops, err := b.p.c.Where(m).Mutate(m, model.Mutation{Field: field, Mutator: op, Value: value})
-	b.add(ops, err, len(value))
+// mutateTransit inserts ports into, or deletes them from, the transit switch (uuid). The operation
+// is written out rather than made by the client's Where(switch).Mutate, which copies the switch
+// out of the cache to name it: the transit switch holds a port per network, so every network
+// would cost as much as all the others together.
+func (b *batch) mutateTransit(uuid string, op ovsdb.Mutator, ports []string) {
+	set := make([]any, len(ports))
+	for i, u := range ports {
+		set[i] = ovsdb.UUID{GoUUID: u} // a named UUID for a port the same transaction creates
+	}
+	b.add([]ovsdb.Operation{{
+		Op:        ovsdb.OperationMutate,
+		Table:     nbdb.LogicalSwitchTable,
+		Where:     []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: uuid})},
+		Mutations: []ovsdb.Mutation{*ovsdb.NewMutation("ports", op, ovsdb.OvsSet{GoSet: set})},
+	}}, nil, len(ports))
 }
 
 func (b *batch) delete(m model.Model) {
@@ -543,8 +573,15 @@ func (p *Programmer) submit(ctx context.Context, ops []ovsdb.Operation) error {
 
 // drain sends the queued batches, all those waiting at once, until none is left. When a merged
 // transaction fails, each of its batches is sent alone: one bad batch must not hold the others.
+//
+// Before each transaction it yields (gather) to the reconciles the previous one released, whose
+// next batches are usually being built: without that, reconciles settle into two groups that
+// alternate, one building while the other's transaction is in flight, and send more, smaller
+// transactions, each a round trip through ovsdb-server that ovn-northd recomputes after.
 func (p *Programmer) drain() {
+	released := 0
 	for {
+		p.gather(released)
 		p.mu.Lock()
 		q := p.queue
 		p.queue = nil
@@ -554,6 +591,7 @@ func (p *Programmer) drain() {
 			return
 		}
 		p.mu.Unlock()
+		released = len(q)
 		ctx, cancel := context.WithTimeout(context.Background(), transactTimeout)
 		var all []ovsdb.Operation
 		for _, pd := range q {
@@ -570,6 +608,26 @@ func (p *Programmer) drain() {
 			}
 		}
 		cancel()
+	}
+}
+
+// gather yields, at most gatherYields times, until the queue holds the released batches besides
+// what it holds now.
+func (p *Programmer) gather(released int) {
+	p.mu.Lock()
+	want := len(p.queue) + released
+	p.mu.Unlock()
+	if released == 0 {
+		return
+	}
+	for range gatherYields {
+		p.mu.Lock()
+		n := len(p.queue)
+		p.mu.Unlock()
+		if n >= want {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 

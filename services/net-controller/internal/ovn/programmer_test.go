@@ -181,6 +181,41 @@ func TestRowsRemovedOrAlteredBySomeoneElseComeBack(t *testing.T) {
 	}
 }
 
+// ovn-northd writes columns back into the controller's rows (a router-type port's `up`); a change
+// to a column the programmer does not read reaches neither its cache nor the reconciler.
+func TestColumnsTheProgrammerDoesNotReadBringNothingBack(t *testing.T) {
+	p := connect(t)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	p.OnChange(func(key string) { mu.Lock(); seen[key]++; mu.Unlock() })
+	count := func(key string) int { mu.Lock(); defer mu.Unlock(); return seen[key] }
+	// The server sends a client's updates in order: once a sentinel network's rows have come
+	// back, every change made before them has too.
+	flush := func(i int) {
+		s := network(fmt.Sprintf("tenant-sentinel-%d/net", i), "10.3.0.0/24", "")
+		ensure(t, p, s)
+		waitFor(t, func() bool { return count(s.Key) > 0 }, "the sentinel's change events")
+	}
+	n := network("tenant-quiet/net", "10.2.0.0/24", "100.64.0.40/16")
+	ensure(t, p, n)
+	for _, port := range []string{"lsp.tenant-quiet/net", "lsp-transit.tenant-quiet/net"} {
+		for !strings.Contains(nbctl(t, "get", "Logical_Switch_Port", port, "up"), "true") {
+			time.Sleep(10 * time.Millisecond) // ovn-northd's own write
+		}
+	}
+	flush(1)
+	before := count(n.Key)
+	nbctl(t, "set", "Logical_Switch_Port", "lsp.tenant-quiet/net", "enabled=true")
+	nbctl(t, "set", "Logical_Router_Port", "lrp.tenant-quiet/net", "enabled=true")
+	flush(2)
+	if got := count(n.Key) - before; got != 0 {
+		t.Errorf("%d change events for columns the programmer does not read, want 0", got)
+	}
+	if rows := ensure(t, p, n); rows != 0 {
+		t.Errorf("the network changed %d rows after ovn-northd's and others' writes to other columns, want 0", rows)
+	}
+}
+
 func TestRowsOfOthersAreNeverTouched(t *testing.T) {
 	p := connect(t)
 	nbctl(t, "ls-add", "foreign-switch")

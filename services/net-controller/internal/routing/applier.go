@@ -41,8 +41,12 @@ func (a *Applier) Apply(want Set) (int, error) {
 	n := 0
 	var errs []error
 	// Routes: add what is missing; a route of the agent's in the same slot is replaced.
-	wantRoutes := map[string]bool{}
-	taken := map[string]bool{}
+	haveSlots := make(map[routeSlot]bool, len(haveRoutes))
+	for _, h := range haveRoutes {
+		haveSlots[slot(&h)] = true
+	}
+	wantRoutes := make(map[routeID]bool, len(want.Routes))
+	taken := make(map[routeSlot]bool, len(want.Routes))
 	for i := range want.Routes {
 		r := want.Routes[i]
 		wantRoutes[routeKey(&r)] = true
@@ -51,10 +55,8 @@ func (a *Applier) Apply(want Set) (int, error) {
 			continue
 		}
 		op := a.H.RouteAdd
-		for _, h := range haveRoutes {
-			if slot(&h) == slot(&r) {
-				op = a.H.RouteReplace
-			}
+		if haveSlots[slot(&r)] {
+			op = a.H.RouteReplace
 		}
 		if err := op(&r); err != nil {
 			errs = append(errs, fmt.Errorf("route %s in table %d: %w", r.Dst, r.Table, err))
@@ -63,7 +65,7 @@ func (a *Applier) Apply(want Set) (int, error) {
 		n++
 	}
 	// Rules: add the missing ones before dropping those they replace (Linux keeps both meanwhile).
-	wantRules := map[string]bool{}
+	wantRules := make(map[ruleID]bool, len(want.Rules))
 	for i := range want.Rules {
 		r := want.Rules[i]
 		wantRules[ruleKey(&r)] = true
@@ -98,12 +100,12 @@ func (a *Applier) Apply(want Set) (int, error) {
 }
 
 // ownRules are the namespace's rules in the agent's priority range, by key.
-func (a *Applier) ownRules() (map[string]netlink.Rule, error) {
+func (a *Applier) ownRules() (map[ruleID]netlink.Rule, error) {
 	all, err := a.H.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("listing rules: %w", err)
 	}
-	out := map[string]netlink.Rule{}
+	out := map[ruleID]netlink.Rule{}
 	for _, r := range all {
 		if r.Priority >= netv1.MinRulePriority && r.Priority <= netv1.MaxRulePriority {
 			out[ruleKey(&r)] = r
@@ -113,13 +115,13 @@ func (a *Applier) ownRules() (map[string]netlink.Rule, error) {
 }
 
 // ownRoutes are the namespace's routes carrying the agent's protocol number, in any table, by key.
-func (a *Applier) ownRoutes() (map[string]netlink.Route, error) {
+func (a *Applier) ownRoutes() (map[routeID]netlink.Route, error) {
 	all, err := a.H.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC, Protocol: Protocol},
 		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		return nil, fmt.Errorf("listing routes: %w", err)
 	}
-	out := map[string]netlink.Route{}
+	out := make(map[routeID]netlink.Route, len(all))
 	for _, r := range all {
 		out[routeKey(&r)] = r
 	}

@@ -3,6 +3,7 @@ package routing
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -162,32 +163,48 @@ func build(p *netv1.RoutingPolicy, links Links) ([]netlink.Rule, []netlink.Route
 	return rules, routes, nil
 }
 
-// ruleKey identifies a rule by what it matches and where it sends traffic.
-func ruleKey(r *netlink.Rule) string {
-	src := ""
-	if r.Src != nil {
-		src = r.Src.String()
-	}
-	return fmt.Sprintf("%d|%d|%d|%s|%s|%d", r.Priority, r.Family, r.Table, src, r.IifName, r.Mark)
+// ruleID identifies a rule by what it matches and where it sends traffic.
+type ruleID struct {
+	priority, family, table int
+	src                     netip.Prefix
+	iif                     string
+	mark                    uint32
 }
 
-// routeKey identifies a route by its table, destination, gateway and device.
-func routeKey(r *netlink.Route) string {
-	dst, gw := "", ""
-	if r.Dst != nil {
-		dst = r.Dst.String()
-	}
-	if r.Gw != nil {
-		gw = r.Gw.String()
-	}
-	return fmt.Sprintf("%d|%s|%s|%d", r.Table, dst, gw, r.LinkIndex)
+func ruleKey(r *netlink.Rule) ruleID {
+	return ruleID{r.Priority, r.Family, r.Table, prefix(r.Src), r.IifName, r.Mark}
 }
 
-// slot is where a route lives: a table and a destination hold one route.
-func slot(r *netlink.Route) string {
-	dst := ""
-	if r.Dst != nil {
-		dst = r.Dst.String()
+// routeSlot is where a route lives: a table and a destination hold one route.
+type routeSlot struct {
+	table int
+	dst   netip.Prefix
+}
+
+func slot(r *netlink.Route) routeSlot { return routeSlot{r.Table, prefix(r.Dst)} }
+
+// routeID identifies a route by its slot, gateway and device.
+type routeID struct {
+	routeSlot
+	gw   netip.Addr
+	link int
+}
+
+func routeKey(r *netlink.Route) routeID {
+	gw, _ := netip.AddrFromSlice(r.Gw)
+	return routeID{slot(r), gw.Unmap(), r.LinkIndex}
+}
+
+// prefix is n as a comparable value (the zero Prefix for nil); an IPv4 network written in 16
+// bytes is the same network as in 4.
+func prefix(n *net.IPNet) netip.Prefix {
+	if n == nil {
+		return netip.Prefix{}
 	}
-	return fmt.Sprintf("%d|%s", r.Table, dst)
+	a, _ := netip.AddrFromSlice(n.IP)
+	ones, bits := n.Mask.Size()
+	if a.Is4In6() && bits == 8*net.IPv6len {
+		ones -= 96
+	}
+	return netip.PrefixFrom(a.Unmap(), ones)
 }

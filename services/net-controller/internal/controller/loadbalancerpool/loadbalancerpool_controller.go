@@ -34,6 +34,9 @@ type Reconciler struct {
 	client.Client
 	// Namespace is MetalLB's namespace, where the L2Advertisements are written.
 	Namespace string
+	// APIReader reads past the cache: a pool whose blocks the cache shows none of held is let go
+	// only once kube-apiserver agrees (the cache may not show an IPAddressPool made moments ago).
+	APIReader client.Reader
 }
 
 // scope carries what one reconcile learned about a pool.
@@ -132,6 +135,13 @@ func (r *Reconciler) reconcileAdvertisement(ctx context.Context, s *scope) error
 // it is held, then drops its L2Advertisement and the finalizer. The last IPAddressPool's deletion
 // brings the pool back here.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
+	if s.held == 0 {
+		held, err := r.count(ctx, r.APIReader, s.pool.Name)
+		if err != nil {
+			return err
+		}
+		s.held = held
+	}
 	if s.held > 0 {
 		conditions.MarkDeleting(s.pool, fmt.Sprintf("Waiting for %d tenant namespaces to release their blocks", s.held))
 		return nil
@@ -164,8 +174,12 @@ func (r *Reconciler) liveAdvertisement(ctx context.Context, name string) (*unstr
 
 // held counts the IPAddressPools the controller made from the pool (in MetalLB's namespace).
 func (r *Reconciler) held(ctx context.Context, pool string) (int, error) {
+	return r.count(ctx, r.Client, pool)
+}
+
+func (r *Reconciler) count(ctx context.Context, from client.Reader, pool string) (int, error) {
 	list := metallb.ListMeta(metallb.IPAddressPoolGVK)
-	if err := r.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels(metallb.PoolSelector(pool))); err != nil {
+	if err := from.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels(metallb.PoolSelector(pool))); err != nil {
 		return 0, err
 	}
 	return len(list.Items), nil

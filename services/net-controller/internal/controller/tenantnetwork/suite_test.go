@@ -69,7 +69,7 @@ func run(m *testing.M) (int, error) {
 	}
 	if err := (&tenantnetwork.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), NB: nb, External: external, PerNamespace: perNamespace,
-		Concurrency: 4,
+		Concurrency: 64, // the binary's default
 	}).SetupWithManager(mgr); err != nil {
 		return 0, err
 	}

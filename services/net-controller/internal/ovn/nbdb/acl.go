@@ -3,6 +3,8 @@
 
 package nbdb
 
+import "github.com/ovn-kubernetes/libovsdb/model"
+
 const ACLTable = "ACL"
 
 type (
@@ -41,3 +43,204 @@ type ACL struct {
 	Priority    int               `ovsdb:"priority" validate:"min=0,max=32767"`
 	Severity    *ACLSeverity      `ovsdb:"severity" validate:"omitempty,oneof='alert' 'warning' 'notice' 'info' 'debug'"`
 }
+
+func (a *ACL) GetUUID() string {
+	return a.UUID
+}
+
+func (a *ACL) GetAction() ACLAction {
+	return a.Action
+}
+
+func (a *ACL) GetDirection() ACLDirection {
+	return a.Direction
+}
+
+func (a *ACL) GetExternalIDs() map[string]string {
+	return a.ExternalIDs
+}
+
+func copyACLExternalIDs(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalACLExternalIDs(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ACL) GetLabel() int {
+	return a.Label
+}
+
+func (a *ACL) GetLog() bool {
+	return a.Log
+}
+
+func (a *ACL) GetMatch() string {
+	return a.Match
+}
+
+func (a *ACL) GetMeter() *string {
+	return a.Meter
+}
+
+func copyACLMeter(a *string) *string {
+	if a == nil {
+		return nil
+	}
+	b := *a
+	return &b
+}
+
+func equalACLMeter(a, b *string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	return *a == *b
+}
+
+func (a *ACL) GetName() *string {
+	return a.Name
+}
+
+func copyACLName(a *string) *string {
+	if a == nil {
+		return nil
+	}
+	b := *a
+	return &b
+}
+
+func equalACLName(a, b *string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	return *a == *b
+}
+
+func (a *ACL) GetOptions() map[string]string {
+	return a.Options
+}
+
+func copyACLOptions(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalACLOptions(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ACL) GetPriority() int {
+	return a.Priority
+}
+
+func (a *ACL) GetSeverity() *ACLSeverity {
+	return a.Severity
+}
+
+func copyACLSeverity(a *ACLSeverity) *ACLSeverity {
+	if a == nil {
+		return nil
+	}
+	b := *a
+	return &b
+}
+
+func equalACLSeverity(a, b *ACLSeverity) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	return *a == *b
+}
+
+func (a *ACL) DeepCopyInto(b *ACL) {
+	*b = *a
+	b.ExternalIDs = copyACLExternalIDs(a.ExternalIDs)
+	b.Meter = copyACLMeter(a.Meter)
+	b.Name = copyACLName(a.Name)
+	b.Options = copyACLOptions(a.Options)
+	b.Severity = copyACLSeverity(a.Severity)
+}
+
+func (a *ACL) DeepCopy() *ACL {
+	b := new(ACL)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *ACL) CloneModelInto(b model.Model) {
+	c := b.(*ACL)
+	a.DeepCopyInto(c)
+}
+
+func (a *ACL) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *ACL) Equals(b *ACL) bool {
+	return a.UUID == b.UUID &&
+		a.Action == b.Action &&
+		a.Direction == b.Direction &&
+		equalACLExternalIDs(a.ExternalIDs, b.ExternalIDs) &&
+		a.Label == b.Label &&
+		a.Log == b.Log &&
+		a.Match == b.Match &&
+		equalACLMeter(a.Meter, b.Meter) &&
+		equalACLName(a.Name, b.Name) &&
+		equalACLOptions(a.Options, b.Options) &&
+		a.Priority == b.Priority &&
+		equalACLSeverity(a.Severity, b.Severity)
+}
+
+func (a *ACL) EqualsModel(b model.Model) bool {
+	c := b.(*ACL)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &ACL{}
+var _ model.ComparableModel = &ACL{}
