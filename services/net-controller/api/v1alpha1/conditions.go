@@ -31,6 +31,9 @@ const (
 	ReconciledReason = "Reconciled"
 	// NoPoolReason: no SubnetPool selects the namespace.
 	NoPoolReason = "NoPool"
+	// PoolNotGuardedReason: the pool that selects the namespace does not carry the finalizer that
+	// keeps it while blocks of it are held (its controller adds it moments after its creation).
+	PoolNotGuardedReason = "PoolNotGuarded"
 	// PoolExhaustedReason: every block of the pool is held.
 	PoolExhaustedReason = "PoolExhausted"
 	// PoolOverlapReason: a pool's ranges overlap an older pool's.
@@ -63,8 +66,8 @@ const (
 	LabelPool = "net.flotilla.dev/pool"
 	// AnnotationBlock on a Kube-OVN Subnet: the block's index in its pool.
 	AnnotationBlock = "net.flotilla.dev/block"
-	// Finalizer holds a SubnetPool until no block of it is held, and a TenantNetwork until its
-	// rows are out of OVN.
+	// Finalizer holds a SubnetPool or LoadBalancerPool until no block of it is held (a pool hands
+	// out none before it has it), and a TenantNetwork until its rows are out of OVN.
 	Finalizer = "net.flotilla.dev/release"
 )
 

@@ -281,7 +281,10 @@ func overlap(a, b *netv1.BlockRange) bool {
 type Choice struct {
 	Allocation
 	// Exhausted: every block of the pool is held (Held of Blocks); Allocation is empty.
-	Exhausted    bool
+	Exhausted bool
+	// Unguarded: the pool does not carry the net-controller's finalizer yet, so nothing would keep
+	// it while a block of it is held; Allocation is empty until its controller has added it.
+	Unguarded    bool
 	Held, Blocks int64
 }
 
@@ -296,6 +299,9 @@ func Choose[T any, P interface {
 	pool := ChoosePool[T, P](pools, nsLabels)
 	if pool == nil {
 		return nil, Choice{}, nil
+	}
+	if !slices.Contains(pool.GetFinalizers(), netv1.Finalizer) {
+		return pool, Choice{Unguarded: true}, nil
 	}
 	held, err := used(ctx, pool.GetName())
 	if err != nil {

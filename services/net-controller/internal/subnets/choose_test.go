@@ -20,7 +20,7 @@ func TestIndexOfTakesOnlyExactClaimNames(t *testing.T) {
 
 func TestChoose(t *testing.T) {
 	ctx := context.Background()
-	pools := []netv1.LoadBalancerPool{{ObjectMeta: metav1.ObjectMeta{Name: "lb"}, Spec: netv1.LoadBalancerPoolSpec{
+	pools := []netv1.LoadBalancerPool{{ObjectMeta: metav1.ObjectMeta{Name: "lb", Finalizers: []string{netv1.Finalizer}}, Spec: netv1.LoadBalancerPoolSpec{
 		IPv4: &netv1.BlockRange{CIDRs: []string{"203.0.113.0/30"}, BlockPrefixLength: 31}}}}
 	held := func(names ...string) func(context.Context, string) (map[int64]bool, error) {
 		return func(_ context.Context, pool string) (map[int64]bool, error) { return Used(names, pool), nil }
@@ -42,6 +42,12 @@ func TestChoose(t *testing.T) {
 	_, c, _ = Choose(ctx, pools, "tenant-a", nil, "", "", held("lb-0", "lb-1"))
 	if !c.Exhausted || c.Held != 2 || c.Blocks != 2 {
 		t.Errorf("full pool: %+v, want exhausted 2 of 2", c)
+	}
+	// A pool its controller has not guarded yet (no finalizer: deleted now, it would go at once)
+	// hands out nothing.
+	pools[0].Finalizers = nil
+	if p, c, err := Choose(ctx, pools, "tenant-a", nil, "", "", held()); p == nil || err != nil || !c.Unguarded || c.Allocation != (Allocation{}) {
+		t.Errorf("unguarded pool: pool %v, choice %+v, %v; want the pool, unguarded, no block", p, c, err)
 	}
 	// No pool selects the namespace.
 	pools[0].Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "x"}}

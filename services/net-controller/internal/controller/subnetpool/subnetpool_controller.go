@@ -26,6 +26,9 @@ import (
 // Reconciler reconciles SubnetPools' status.
 type Reconciler struct {
 	client.Client
+	// APIReader reads past the cache: a pool whose blocks the cache shows none of held is let go
+	// only once kube-apiserver agrees (the cache may not show a Subnet made moments ago).
+	APIReader client.Reader
 }
 
 // Reconcile counts the pool's blocks and those held, and checks its ranges against older pools.
@@ -57,6 +60,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		// The pool's ranges stay visible (an overlapping pool stays refused) until no block of it
 		// is held: a live range is never handed out again. The last Subnet's deletion brings the
 		// pool back here.
+		if len(held.Items) == 0 {
+			if err := r.APIReader.List(ctx, held, client.MatchingLabels{netv1.LabelPool: p.Name}); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		if len(held.Items) > 0 {
 			conditions.MarkDeleting(p, fmt.Sprintf("Waiting for %d tenant namespaces to release their blocks", len(held.Items)))
 			return ctrl.Result{}, nil

@@ -83,7 +83,7 @@ func startManager() (func(), error) {
 			SetupWithManager(mgr, 4); err != nil {
 			return err
 		}
-		return (&loadbalancerpool.Reconciler{Client: mgr.GetClient(), Namespace: metallbNS}).SetupWithManager(mgr)
+		return (&loadbalancerpool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: metallbNS}).SetupWithManager(mgr)
 	})
 }
 

@@ -345,7 +345,7 @@ func TestAConvergedTenantCausesNoWriteAndSurvivesARestart(t *testing.T) {
 	writes := &ts.WriteCounter{}
 	c := writes.Wrap(k8s)
 	fresh := &tenantaddresspool.Reconciler{Client: c, APIReader: k8s, Namespace: metallbNS}
-	freshPool := &loadbalancerpool.Reconciler{Client: c, Namespace: metallbNS}
+	freshPool := &loadbalancerpool.Reconciler{Client: c, APIReader: c, Namespace: metallbNS}
 	for range 2 {
 		_, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-lbcalm"}})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -374,12 +374,19 @@ func TestAConvergedTenantCausesNoWriteAndSurvivesARestart(t *testing.T) {
 	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
 }
 
+// deleteHeldPool makes pool name of range cidr, lets tenant namespace tenant-lb<name> hold a
+// block of it, and deletes the pool.
+func deleteHeldPool(ctx context.Context, t *testing.T, g Gomega, name, cidr string) {
+	t.Helper()
+	pool := MakePool(name, name).IPv4(30, cidr).Obj()
+	create(ctx, t, pool, ts.TenantNamespace("tenant-lb"+name, name))
+	readyPool(ctx, g, "tenant-lb"+name)
+	g.Expect(k8s.Delete(ctx, pool)).To(Succeed())
+}
+
 func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 	g, ctx := NewWithT(t), ts.Ctx(t)
-	pool := MakePool("gone", "gone").IPv4(30, "198.51.101.128/28").Obj()
-	create(ctx, t, pool, ts.TenantNamespace("tenant-lbgone", "gone"))
-	readyPool(ctx, g, "tenant-lbgone")
-	g.Expect(k8s.Delete(ctx, pool)).To(Succeed())
+	deleteHeldPool(ctx, t, g, "gone", "198.51.101.128/28")
 	g.Eventually(func(g Gomega) {
 		cur := &netv1.LoadBalancerPool{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone"}, cur)).To(Succeed())
@@ -394,6 +401,32 @@ func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(BeTrue())
 	_, err = getMetalLB(ctx, l2Advertisement, "gone")
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the L2Advertisement outlived its pool: %v", err)
+}
+
+// A pool's deletion, reconciled from a cache that has not seen the IPAddressPool of a tenant's
+// block yet (made moments before), keeps the pool: kube-apiserver is asked before it goes.
+func TestAPoolWhoseHeldBlockTheCacheHasNotSeenStays(t *testing.T) {
+	g, ctx := NewWithT(t), ts.Ctx(t)
+	deleteHeldPool(ctx, t, g, "unseen", "198.51.107.0/28")
+	// What the cache would answer before it sees the IPAddressPool: none.
+	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if list.GetObjectKind().GroupVersionKind().Kind == metallb.IPAddressPoolGVK.Kind+"List" {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	r := &loadbalancerpool.Reconciler{Client: lagging, APIReader: k8s, Namespace: metallbNS}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "unseen"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "unseen"}, &netv1.LoadBalancerPool{})).To(Succeed(),
+		"the pool went while a tenant holds a block of it")
+
+	ts.DropTenantLabel(ctx, t, k8s, "tenant-lbunseen")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "unseen"}, &netv1.LoadBalancerPool{}))
+	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(BeTrue())
 }
 
 // managers are the field managers that wrote an object.

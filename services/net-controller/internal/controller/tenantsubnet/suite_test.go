@@ -62,6 +62,6 @@ func startManager() (func(), error) {
 		if err := (&tenantsubnet.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr, 4); err != nil {
 			return err
 		}
-		return (&subnetpool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		return (&subnetpool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
 	})
 }

@@ -55,6 +55,10 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 		conditions.MarkFalse(s.ts, netv1.AllocatedCondition, netv1.NoPoolReason,
 			fmt.Sprintf("No SubnetPool selects namespace %s", s.ns.Name))
 		return nil
+	case c.Unguarded:
+		conditions.MarkFalse(s.ts, netv1.AllocatedCondition, netv1.PoolNotGuardedReason,
+			fmt.Sprintf("SubnetPool %s selects namespace %s; waiting for the net-controller to add its finalizer %s before handing out a block", pool.Name, s.ns.Name, netv1.Finalizer))
+		return nil
 	case c.Exhausted:
 		msg := fmt.Sprintf("SubnetPool %s is exhausted: %d of %d blocks are held%s; add CIDRs to the pool or release a namespace",
 			pool.Name, c.Held, c.Blocks, blockSizes(pool))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/subnetpool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantsubnet"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
 )
@@ -245,6 +246,35 @@ func TestAPoolIsDeletedOnlyOnceNoBlockOfItIsHeld(t *testing.T) {
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "gone-again"}, cur)).To(Succeed())
 		g.Expect(conditions.IsReady(cur)).To(BeTrue(), "%v", cur.Status.Conditions)
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+}
+
+// A pool's deletion, reconciled from a cache that has not seen the Subnet of a tenant's block yet
+// (made moments before), keeps the pool: kube-apiserver is asked before it goes.
+func TestAPoolWhoseHeldBlockTheCacheHasNotSeenStays(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	pool := MakePool("unseen", "unseen").IPv4(24, "10.71.0.0/16").Obj()
+	create(ctx, t, pool, tenantNamespace("tenant-unseen", "unseen"))
+	readyTenantSubnet(ctx, g, "tenant-unseen")
+	g.Expect(k8s.Delete(ctx, pool)).To(Succeed())
+	// What the cache would answer before it sees the Subnet: none.
+	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*kubeovnv1.SubnetList); ok {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	r := &subnetpool.Reconciler{Client: lagging, APIReader: k8s}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "unseen"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "unseen"}, &netv1.SubnetPool{})).To(Succeed(),
+		"the pool went while a tenant holds a block of it")
+
+	dropTenantLabel(ctx, t, "tenant-unseen")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "unseen"}, &netv1.SubnetPool{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
 }
 
 func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
