@@ -7,6 +7,7 @@ require (
 	github.com/flotilla-dev/flotilla/libs/runtime v0.0.0
 	github.com/flotilla-dev/flotilla/libs/testenv v0.0.0
 	github.com/flotilla-dev/flotilla/services/cluster-controller/api v0.0.0
+	github.com/flotilla-dev/flotilla/services/storage-controller/api v0.0.0
 	github.com/flotilla-dev/flotilla/services/tenant-controller/api v0.0.0
 	go.uber.org/zap v1.27.1
 	k8s.io/api v0.37.2
@@ -69,6 +70,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
+	golang.org/x/mod v0.38.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
@@ -96,6 +98,7 @@ replace (
 	github.com/flotilla-dev/flotilla/libs/runtime => ../../libs/runtime
 	github.com/flotilla-dev/flotilla/libs/testenv => ../../libs/testenv
 	github.com/flotilla-dev/flotilla/services/cluster-controller/api => ./api
+	github.com/flotilla-dev/flotilla/services/storage-controller/api => ../storage-controller/api
 	github.com/flotilla-dev/flotilla/services/tenant-controller/api => ../tenant-controller/api
 )
 

@@ -27,6 +27,12 @@ func main() {
 	flag.StringVar(&co.PodCIDR, "pod-cidr", co.PodCIDR, "Pod network of the customers' clusters.")
 	flag.StringVar(&co.ServiceCIDR, "service-cidr", co.ServiceCIDR, "Service network of the customers' clusters.")
 	flag.StringVar(&co.AddonsRepository, "addons-repository", co.AddonsRepository, "URL of the Helm repository holding the add-on charts (one chart per add-on, named after it).")
+	flag.StringVar(&co.InfraNamespace, "infra-namespace", co.InfraNamespace, "Namespace where each cluster's cloud-controller-manager, CSI controller and cluster-autoscaler run, out of its tenant's reach; empty runs none.")
+	flag.StringVar(&co.Images.CloudController, "cloud-controller-image", co.Images.CloudController, "Image of the KubeVirt cloud-controller-manager run per cluster.")
+	flag.StringVar(&co.Images.CSIDriver, "csi-driver-image", co.Images.CSIDriver, "Image of the KubeVirt CSI driver's controller run per cluster.")
+	flag.StringVar(&co.Images.CSIProvisioner, "csi-provisioner-image", co.Images.CSIProvisioner, "Image of the CSI external-provisioner beside it.")
+	flag.StringVar(&co.Images.CSIAttacher, "csi-attacher-image", co.Images.CSIAttacher, "Image of the CSI external-attacher beside it.")
+	flag.StringVar(&co.Images.Autoscaler, "autoscaler-image", co.Images.Autoscaler, "Image of cluster-autoscaler (Cluster API provider) run per cluster.")
 	concurrency := flag.Int("concurrency", 4, "How many KubernetesClusters are reconciled at once.")
 	releases := flag.String("releases", "1.37=v1.37.2", "The release run for each minor version, as minor=release pairs separated by commas.")
 	flag.Parse()
@@ -53,7 +59,7 @@ func run(opts manager.Options, co cluster.Options, concurrency int) error {
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
 		// The owned kinds are read as unstructured: from the cache, like the typed ones.
 		o.Client.Cache = &client.CacheOptions{Unstructured: true}
-		o.Cache.ByObject = kubernetescluster.CacheByObject()
+		o.Cache.ByObject = kubernetescluster.CacheByObject(co.InfraNamespace)
 	})
 	if err != nil {
 		return err

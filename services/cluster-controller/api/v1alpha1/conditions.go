@@ -14,6 +14,10 @@ const (
 	// AddonsReadyCondition: every add-on's HelmRelease reports its current generation installed
 	// in the customer's cluster; True when the cluster has no add-ons.
 	AddonsReadyCondition = "AddonsReady"
+	// CloudControllersReadyCondition: the cluster's cloud-controller-manager, CSI controller and
+	// cluster-autoscaler, run by the platform outside the tenant's reach, are available at their
+	// current generation. Set only where the platform runs them (an infrastructure namespace).
+	CloudControllersReadyCondition = "CloudControllersReady"
 )
 
 // Reasons used in KubernetesCluster conditions.
@@ -45,4 +49,11 @@ const (
 	LabelNodeGroup = "cluster.flotilla.dev/node-group"
 	// LabelAddon marks an add-on's HelmRelease, with the add-on's name.
 	LabelAddon = "cluster.flotilla.dev/addon"
+	// LabelClusterNamespace names, on an object in the platform's infrastructure namespace, the
+	// namespace of the KubernetesCluster it serves (LabelCluster its name).
+	LabelClusterNamespace = "cluster.flotilla.dev/namespace"
+	// AnnotationOwner holds, on an object in the platform's infrastructure namespace, the UID of
+	// the KubernetesCluster it belongs to: no owner reference crosses namespaces, and without
+	// this annotation an object is never changed or deleted.
+	AnnotationOwner = "cluster.flotilla.dev/owner"
 )

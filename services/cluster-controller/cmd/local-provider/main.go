@@ -27,6 +27,7 @@ func main() {
 	flag.StringVar(&po.KubeAPIServer, "kube-apiserver", filepath.Join(home, ".cache", "flotilla", "bin", "kube-apiserver"), "Path of the kube-apiserver binary run for each control plane.")
 	flag.StringVar(&po.EtcdServers, "etcd-servers", "", "The platform's etcd (comma-separated URLs): each control plane's state goes there under /<dataStoreSchema>.")
 	flag.StringVar(&po.StateDir, "state-dir", filepath.Join(os.TempDir(), "flotilla-local-provider"), "Where each control plane's certificates, port and log are kept.")
+	flag.StringVar(&po.InfraNamespace, "infra-namespace", "", "The cluster-controller's --infra-namespace: its Deployments are reported available (no container runs).")
 	namespace := flag.String("namespace", "", "Serve only this namespace (default: all).")
 	flag.Parse()
 	if err := run(opts, po, *namespace); err != nil {
@@ -47,6 +48,9 @@ func run(opts manager.Options, po localprovider.Options, namespace string) error
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
 		if namespace != "" {
 			o.Cache.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+			if po.InfraNamespace != "" {
+				o.Cache.DefaultNamespaces[po.InfraNamespace] = cache.Config{}
+			}
 		}
 	})
 	if err != nil {

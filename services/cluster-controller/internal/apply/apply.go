@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 )
 
 // AnnotationApplied holds the hash of the object last applied. Together with the live object
@@ -28,7 +30,7 @@ var ErrNotOwned = errors.New("exists and was not created by this cluster")
 
 // Apply server-side applies desired under fieldOwner with ForceOwnership unless the live object
 // (read from r) already holds it. The live object must be controlled by the UID named in desired's
-// controller reference, or be absent. It reports whether a request was sent.
+// controller reference (or clusterapi.AnnotationOwner), or be absent. It reports whether a request was sent.
 func Apply(ctx context.Context, c client.Client, r client.Reader, desired *unstructured.Unstructured, fieldOwner string) (bool, error) {
 	desired = desired.DeepCopy()
 	sum, err := hash(desired)
@@ -45,11 +47,8 @@ func Apply(ctx context.Context, c client.Client, r client.Reader, desired *unstr
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(desired.GroupVersionKind())
 	key := types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}
-	switch err := r.Get(ctx, key, live); {
+	switch err := get(ctx, r, desired, live); {
 	case err == nil:
-		if !controlledBySame(live, desired) {
-			return false, fmt.Errorf("%s %s: %w", desired.GetKind(), key, ErrNotOwned)
-		}
 		if live.GetAnnotations()[AnnotationApplied] == sum && ContainsObject(live.Object, desired.Object) {
 			return false, nil
 		}
@@ -62,12 +61,39 @@ func Apply(ctx context.Context, c client.Client, r client.Reader, desired *unstr
 	return true, nil
 }
 
+// Foreign returns ErrNotOwned when an object of desired's name exists that is not controlled by
+// the owner desired names (nil when there is none, or it is the owner's).
+func Foreign(ctx context.Context, r client.Reader, desired *unstructured.Unstructured) error {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(desired.GroupVersionKind())
+	return client.IgnoreNotFound(get(ctx, r, desired, live))
+}
+
+// get reads the live object of desired's name into live; ErrNotOwned when it is someone else's.
+func get(ctx context.Context, r client.Reader, desired, live *unstructured.Unstructured) error {
+	key := types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}
+	if err := r.Get(ctx, key, live); err != nil {
+		return err
+	}
+	if !controlledBySame(live, desired) {
+		return fmt.Errorf("%s %s: %w", desired.GetKind(), key, ErrNotOwned)
+	}
+	return nil
+}
+
+// controlledBySame reports whether live has the owner desired names: its controller reference,
+// or, for an object in another namespace than its owner (which no owner reference can cross), the
+// owner's UID in the annotation clusterapi.AnnotationOwner.
 func controlledBySame(live, desired *unstructured.Unstructured) bool {
 	want := ""
 	for _, ref := range desired.GetOwnerReferences() {
 		if ref.Controller != nil && *ref.Controller {
 			want = string(ref.UID)
 		}
+	}
+	if want == "" {
+		uid := desired.GetAnnotations()[clusterapi.AnnotationOwner]
+		return uid != "" && live.GetAnnotations()[clusterapi.AnnotationOwner] == uid
 	}
 	for _, ref := range live.GetOwnerReferences() {
 		if ref.Controller != nil && *ref.Controller && string(ref.UID) == want {

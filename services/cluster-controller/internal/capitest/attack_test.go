@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -72,6 +73,33 @@ func tenantAdmin(t *testing.T, ns, user string) client.Client {
 	return c
 }
 
+// tenantSuperAdmin is user, bound to the tenant super-admin role (who may grant roles in ns) as
+// the tenant-controller binds it, once the aggregated role lets it create RoleBindings in ns.
+func tenantSuperAdmin(t *testing.T, ns, user string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	group := ns + "-super-admin"
+	if err := k8s.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-super-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flotilla:tenant:super-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: group}},
+	}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	c, err := env.As(user, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: rbacv1.GroupName, Resource: "rolebindings"}}}
+	eventually(t, user+"'s role in "+ns, func() (bool, error) {
+		r := review.DeepCopy()
+		err := c.Create(ctx, r)
+		return err == nil && r.Status.Allowed, err
+	})
+	return c
+}
+
 func mustForbid(t *testing.T, what string, err error) {
 	t.Helper()
 	if !apierrors.IsForbidden(err) {
@@ -82,10 +110,9 @@ func mustForbid(t *testing.T, what string, err error) {
 // Tenants are hostile: a sibling tenant's admin reaches nothing of the cluster; the cluster's own
 // tenant admin cannot point its Cluster API objects elsewhere nor rewrite the Secrets Cluster
 // API's controllers act on; and nothing the cluster is made of, or delivers into the customer's
-// cluster, carries a credential of the management cluster.
-//
-// The controller does not yet run the per-cluster cloud-controller-manager, CSI controller and
-// autoscaler, so there is no infrastructure ServiceAccount or Role to attack yet.
+// cluster, carries a credential of the management cluster; and the identity of the cluster's
+// cloud-controller-manager, CSI controller and autoscaler, which holds more than the tenant's
+// admin, cannot be obtained, used or widened by that admin.
 func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 	ctx := context.Background()
 	tenantNamespace(t, "tenant-a")
@@ -164,6 +191,35 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 		if err := alice.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "app-password"}, StringData: map[string]string{"p": "x"}}); err != nil {
 			t.Errorf("alice creates an ordinary Secret: %v", err)
 		}
+	})
+
+	t.Run("the tenant's admin cannot obtain, use or widen the cluster's infrastructure identity", func(t *testing.T) {
+		stem := cluster.InfraName("tenant-a", "k")
+		sa := &corev1.ServiceAccount{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: infraNamespace, Name: stem}, sa); err != nil {
+			t.Fatalf("the cluster's infrastructure ServiceAccount: %v", err)
+		}
+		mustForbid(t, "alice reads the kubeconfig's copy", alice.Get(ctx, types.NamespacedName{Namespace: infraNamespace,
+			Name: cluster.InfraKubeconfigSecret("tenant-a", "k")}, &corev1.Secret{}))
+		mustForbid(t, "alice requests a token of the infrastructure ServiceAccount",
+			alice.SubResource("token").Create(ctx, sa, &authenticationv1.TokenRequest{}))
+		mustForbid(t, "alice runs a pod as it", alice.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: infraNamespace, Name: "steal"},
+			Spec:       corev1.PodSpec{ServiceAccountName: stem, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}))
+		mustForbid(t, "alice lists the infrastructure controllers' pods", alice.List(ctx, &corev1.PodList{}, client.InNamespace(infraNamespace)))
+		// The tenant's super-admin grants roles in the namespace; RBAC's escalation check still
+		// refuses the infrastructure role: she holds none of its KubeVirt and machine rights.
+		carol := tenantSuperAdmin(t, "tenant-a", "carol@a.example")
+		mustForbid(t, "carol binds the infrastructure role to herself", carol.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "mine"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cluster.InfraClusterRole},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "carol@a.example"}}}))
+		rb := &rbacv1.RoleBinding{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: "tenant-a", Name: cluster.InfraBindingName("k")}, rb); err != nil {
+			t.Fatal(err)
+		}
+		rb.Subjects = append(rb.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: "User", Name: "carol@a.example"})
+		mustForbid(t, "carol adds herself to the cluster's infrastructure RoleBinding", carol.Update(ctx, rb))
 	})
 
 	t.Run("a customer's cluster is its own: a sibling's kubeconfig does not open it", func(t *testing.T) {

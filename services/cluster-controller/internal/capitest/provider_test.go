@@ -14,7 +14,9 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -48,7 +50,11 @@ func runProvider(t *testing.T, ns, state string) (stop func()) {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// Its namespace, and its clusters' infrastructure controllers in the platform's namespace.
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: {Namespaces: map[string]cache.Config{infraNamespace: {
+				LabelSelector: labels.SelectorFromSet(labels.Set{clusterapi.LabelClusterNamespace: ns})}}},
+		}},
 		// Controller names are unique per process: each test's stand-in is its own.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -56,9 +62,10 @@ func runProvider(t *testing.T, ns, state string) (stop func()) {
 		t.Fatal(err)
 	}
 	p := &localprovider.Provider{Client: mgr.GetClient(), Options: localprovider.Options{
-		KubeAPIServer: filepath.Join(binDir, "kube-apiserver"),
-		EtcdServers:   env.ControlPlane.Etcd.URL.String(),
-		StateDir:      state,
+		KubeAPIServer:  filepath.Join(binDir, "kube-apiserver"),
+		EtcdServers:    env.ControlPlane.Etcd.URL.String(),
+		StateDir:       state,
+		InfraNamespace: infraNamespace,
 	}}
 	if err := p.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

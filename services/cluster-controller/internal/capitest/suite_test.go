@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -51,8 +53,10 @@ var (
 )
 
 const (
-	capiModule = "sigs.k8s.io/cluster-api@v1.13.6"
-	capkModule = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2"
+	// infraNamespace is where the clusters' infrastructure controllers run, as the chart sets it.
+	infraNamespace = "flotilla-cluster-infra"
+	capiModule     = "sigs.k8s.io/cluster-api@v1.13.6"
+	capkModule     = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2"
 )
 
 // contractLabels are the Cluster API contract labels the providers' kustomizations add.
@@ -116,7 +120,9 @@ func run(m *testing.M) (int, error) {
 	// The tenant roles as the tenant-controller ships them, and the cluster-controller's policy
 	// guarding Cluster API's Secrets, as the charts install them.
 	for _, f := range []string{filepath.Join(chart, "..", "..", "tenant-controller", "templates", "tenant-roles.yaml"),
-		filepath.Join(chart, "..", "templates", "cluster-secrets-policy.yaml")} {
+		filepath.Join(chart, "..", "templates", "cluster-secrets-policy.yaml"),
+		filepath.Join(chart, "..", "templates", "finalizer-policy.yaml"),
+		filepath.Join(chart, "..", "templates", "infra-clusterrole.yaml")} {
 		if err := testenv.ApplyFile(ctx, k8s, f); err != nil {
 			return 0, err
 		}
@@ -166,6 +172,10 @@ func run(m *testing.M) (int, error) {
 	defer func() { _ = repo.Close() }()
 	options := cluster.DefaultOptions()
 	options.AddonsRepository = repo.URL
+	options.InfraNamespace = infraNamespace
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: infraNamespace}}); err != nil {
+		return 0, err
+	}
 
 	// The controller's writes to the objects it applies (not to status) are recorded at its transport.
 	cfg := rest.CopyConfig(env.Config)
@@ -181,7 +191,7 @@ func run(m *testing.M) (int, error) {
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject()},
+		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject(infraNamespace)},
 	})
 	if err != nil {
 		return 0, err

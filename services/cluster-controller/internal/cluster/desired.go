@@ -20,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
+	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 )
 
 // Options are the platform's choices, the same for every cluster.
@@ -35,6 +36,11 @@ type Options struct {
 	// AddonsRepository is the URL of the Helm repository holding the add-on charts, one chart per
 	// add-on named after it (ingress, monitoring).
 	AddonsRepository string
+	// InfraNamespace is the platform's namespace where each cluster's cloud-controller-manager,
+	// CSI controller and cluster-autoscaler run (infra.go); empty runs none.
+	InfraNamespace string
+	// Images are the infrastructure controllers' images.
+	Images InfraImages
 }
 
 // DefaultOptions are the options `cluster-controller` starts with unless flags say otherwise.
@@ -46,6 +52,13 @@ func DefaultOptions() Options {
 		ServiceCIDR:   "10.96.0.0/12",
 		// The platform's chart server (deploy/catalog/source.yaml serves the catalog beside it).
 		AddonsRepository: "http://charts.flotilla-system.svc/addons/",
+		Images: InfraImages{
+			CloudController: "quay.io/kubevirt/kubevirt-cloud-controller-manager:v0.5.1",
+			CSIDriver:       "quay.io/kubevirt/kubevirt-csi-driver:v0.4.1",
+			CSIProvisioner:  "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0",
+			CSIAttacher:     "registry.k8s.io/sig-storage/csi-attacher:v4.8.1",
+			Autoscaler:      "registry.k8s.io/autoscaling/cluster-autoscaler:v1.37.0",
+		},
 	}
 }
 
@@ -82,6 +95,7 @@ var instanceTypes = map[string]struct {
 
 // Desired returns every object of the cluster in the order they are applied: infrastructure and
 // control plane first, then per node group its templates before the MachineDeployment naming them.
+// Objects of one Stage may be applied together.
 func Desired(in Inputs, o Options) ([]*unstructured.Unstructured, error) {
 	kc := in.Cluster
 	objs := []runtime.Object{kubevirtCluster(kc), cluster(kc, o)}
@@ -100,6 +114,13 @@ func Desired(in Inputs, o Options) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, boot, infra, machineDeployment(kc, g, min(max(replicas, g.MinReplicas), g.MaxReplicas), in.WorkerVersion, boot.Name, infra.Name))
 	}
 	objs = append(objs, healthCheck(kc))
+	if o.InfraNamespace != "" {
+		more, err := infra(kc, o)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, more...)
+	}
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, obj := range objs {
 		u, err := toUnstructured(obj)
@@ -160,12 +181,22 @@ func controlPlane(kc *clusterapi.KubernetesCluster, dataStore string, o Options)
 	u.SetNamespace(m.Namespace)
 	u.SetLabels(m.Labels)
 	u.SetOwnerReferences(m.OwnerReferences)
+	// Kamaji labels the control plane's pods with these.
+	podLabels := map[string]any{}
+	for k, v := range usageLabels(kc, map[string]string{clusterapi.LabelCluster: kc.Name}) {
+		podLabels[k] = v
+	}
+	podMetadata := map[string]any{"labels": podLabels}
+	if c := placement(kc); c != nil {
+		podMetadata["annotations"] = map[string]any{storagepolicyv1.AnnotationSchedulingClass: c[storagepolicyv1.AnnotationSchedulingClass]}
+	}
 	spec := map[string]any{
 		"version":         o.Release(kc.Spec.Version),
 		"replicas":        int64(kc.Spec.ControlPlane.Replicas),
 		"dataStoreName":   dataStore,
 		"dataStoreSchema": DataStoreSchema(kc),
 		"addons":          map[string]any{"coreDNS": map[string]any{}, "kubeProxy": map[string]any{}},
+		"deployment":      map[string]any{"podAdditionalMetadata": podMetadata},
 	}
 	if r := kc.Spec.ControlPlane.Resources; r != nil {
 		req := map[string]any{}
@@ -181,6 +212,15 @@ func controlPlane(kc *clusterapi.KubernetesCluster, dataStore string, o Options)
 	return u
 }
 
+// placement is the annotation by which the storage-controller places a pod of the cluster (the
+// control plane's, a worker VM's) by the spec's scheduling class; nil when it names none.
+func placement(kc *clusterapi.KubernetesCluster) map[string]string {
+	if kc.Spec.SchedulingClass == "" {
+		return nil
+	}
+	return map[string]string{storagepolicyv1.AnnotationSchedulingClass: kc.Spec.SchedulingClass}
+}
+
 // DataStoreSchema is the etcd key prefix of the cluster's state: unique per namespace and name
 // (a Kubernetes name has no underscore, so no two clusters share one).
 func DataStoreSchema(kc *clusterapi.KubernetesCluster) string {
@@ -191,6 +231,20 @@ func DataStoreSchema(kc *clusterapi.KubernetesCluster) string {
 // its defaulting webhook would add (the objects written here do not rely on that webhook).
 func groupLabels(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup) map[string]string {
 	return map[string]string{clusterapi.LabelCluster: kc.Name, clusterapi.LabelNodeGroup: g.Name, clusterv1.ClusterNameLabel: kc.Name}
+}
+
+// labelInstance is the Helm release that installed an object (the app whose release rendered the
+// KubernetesCluster). The usage-api attributes pods and claims by it.
+const labelInstance = "app.kubernetes.io/instance"
+
+// usageLabels are the labels of what runs and is stored in the tenant's namespace for the cluster
+// (the control plane's pods, the workers' VM pods and root disks): labels (a fresh map of the
+// caller's, extended in place) and its app's release, so that their usage counts as the app's.
+func usageLabels(kc *clusterapi.KubernetesCluster, labels map[string]string) map[string]string {
+	if release := kc.Labels[labelInstance]; release != "" {
+		labels[labelInstance] = release
+	}
+	return labels
 }
 
 func kubeadmConfigTemplate(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup) *bootstrapv1.KubeadmConfigTemplate {
@@ -253,13 +307,16 @@ func machineTemplate(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup, 
 	vm := kubevirtv1.VirtualMachineSpec{
 		RunStrategy: ptr.To(kubevirtv1.RunStrategyAlways),
 		DataVolumeTemplates: []kubevirtv1.DataVolumeTemplateSpec{{
-			ObjectMeta: metav1.ObjectMeta{Name: "root"},
+			// CDI copies the DataVolume's labels to its claim.
+			ObjectMeta: metav1.ObjectMeta{Name: "root", Labels: usageLabels(kc, groupLabels(kc, g))},
 			Spec: cdiv1.DataVolumeSpec{
 				Source:  &cdiv1.DataVolumeSource{Registry: &cdiv1.DataVolumeSourceRegistry{URL: ptr.To("docker://" + o.NodeImage + ":" + release)}},
 				Storage: storage,
 			},
 		}},
+		// KubeVirt labels the VM's pod with the instance's labels, and annotates it with its annotations.
 		Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: usageLabels(kc, groupLabels(kc, g)), Annotations: placement(kc)},
 			Spec: kubevirtv1.VirtualMachineInstanceSpec{
 				Domain: kubevirtv1.DomainSpec{
 					CPU:    &kubevirtv1.CPU{Cores: cores},
@@ -376,4 +433,16 @@ func pruneNulls(v any) {
 			pruneNulls(e)
 		}
 	}
+}
+
+// Stage is when obj may be applied: 0 with the others of stage 0, 1 once those exist. A
+// MachineDeployment goes after the templates it names (Cluster API would make machines from a
+// template it cannot find), a HelmRelease after its HelmRepository; the other objects refer to one
+// another by name and wait for one another.
+func Stage(obj *unstructured.Unstructured) int {
+	switch obj.GroupVersionKind() {
+	case MachineDeploymentGVK, HelmReleaseGVK:
+		return 1
+	}
+	return 0
 }

@@ -265,3 +265,43 @@ func TestAddonsAreHelmReleasesIntoTheCustomersCluster(t *testing.T) {
 		t.Errorf("access Secret type %v, labels %v", *access.Type, access.Labels)
 	}
 }
+
+// The usage-api attributes pods and claims by their app.kubernetes.io/instance label: the
+// control plane's pods, the workers' VM pods and their root disks carry the cluster's app's.
+func TestUsageCountsAsTheClustersApp(t *testing.T) {
+	for _, release := range []string{"kubernetes-prod", ""} {
+		kc := makeCluster()
+		if release != "" {
+			kc.Labels = map[string]string{"app.kubernetes.io/instance": release}
+		}
+		objs := desired(t, Inputs{Cluster: kc, WorkerVersion: "v1.37.2"})
+		kmt := objs["KubevirtMachineTemplate/"+str(t, objs["MachineDeployment/k8s-prod-gpu"], "spec", "template", "spec", "infrastructureRef", "name")]
+		vm := []string{"spec", "template", "spec", "virtualMachineTemplate", "spec"}
+		disks, _, _ := unstructured.NestedSlice(kmt.Object, append(vm, "dataVolumeTemplates")...)
+		if len(disks) != 1 {
+			t.Fatalf("data volume templates %v", disks)
+		}
+		for what, labels := range map[string]map[string]string{
+			"VM pod":    stringMap(t, kmt, append(vm, "template", "metadata", "labels")...),
+			"root disk": stringMap(t, &unstructured.Unstructured{Object: disks[0].(map[string]any)}, "metadata", "labels"),
+			"control plane pod": stringMap(t, objs["KamajiControlPlane/"+ControlPlaneName(kc.Name)],
+				"spec", "deployment", "podAdditionalMetadata", "labels"),
+		} {
+			if got, ok := labels["app.kubernetes.io/instance"]; got != release || ok != (release != "") {
+				t.Errorf("%s of a cluster of release %q: instance label %q (set: %v)", what, release, got, ok)
+			}
+			if labels[clusterapi.LabelCluster] != kc.Name {
+				t.Errorf("%s: labels %v", what, labels)
+			}
+		}
+	}
+}
+
+func stringMap(t *testing.T, u *unstructured.Unstructured, path ...string) map[string]string {
+	t.Helper()
+	m, _, err := unstructured.NestedStringMap(u.Object, path...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 )
 
 // The kinds a KubernetesCluster owns, by group, version and kind.
@@ -16,6 +18,8 @@ var (
 	KubeadmConfigTemplateGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
 	KubevirtClusterGVK       = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtCluster"}
 	KubevirtMachineTmplGVK   = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtMachineTemplate"}
+	// MachineSetGVK is not owned: Cluster API makes a MachineSet per revision of a MachineDeployment.
+	MachineSetGVK = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineSet"}
 	// KamajiControlPlaneGVK is the control-plane provider's kind (clastix/cluster-api-control-plane-provider-kamaji
 	// v0.20.0, whose CRD is kept in test/crds/kamaji); written unstructured, its Go module is not served.
 	KamajiControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1alpha2", Kind: "KamajiControlPlane"}
@@ -25,6 +29,9 @@ var (
 	HelmReleaseGVK        = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"}
 	ClusterResourceSetGVK = schema.GroupVersionKind{Group: "addons.cluster.x-k8s.io", Version: "v1beta2", Kind: "ClusterResourceSet"}
 )
+
+// SchedulingClassGVK is the storage-controller's placement kind, which a cluster may name.
+var SchedulingClassGVK = storagepolicyv1.GroupVersion.WithKind("SchedulingClass")
 
 // AddonsName names the add-ons' HelmRepository, ClusterResourceSet and its Secret of cluster name.
 func AddonsName(name string) string { return name + "-addons" }

@@ -20,6 +20,7 @@ import (
 func TestCatalogChartRendersAWorkingCluster(t *testing.T) {
 	ns := tenantNamespace(t, "catalog", "catalog-etcd")
 	storageClass(t, "replicated")
+	schedulingClass(t, "gold") // the tenant's class, which the platform's values pass on
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)

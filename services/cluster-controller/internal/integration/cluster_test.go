@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +19,8 @@ import (
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
+	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // A new cluster becomes every owned object, each naming the others correctly, and becomes Ready
@@ -84,6 +88,24 @@ func TestClusterBecomesOwnedObjectsAndReady(t *testing.T) {
 // A <cluster>-kubeconfig Secret the control plane does not control (a tenant admin can create
 // Secrets in the namespace) is never handed out as the cluster's kubeconfig; a Secret of the
 // customer's kubeconfig name that the cluster did not create is left alone.
+// A KubernetesCluster carries the controller's finalizer from its creation on, added by the
+// chart's admission policy inside kube-apiserver: the first reconcile has no finalizer to write.
+// Without it (the policy not installed, or the finalizer taken off), the controller adds it.
+func TestFinalizerIsAddedAtAdmission(t *testing.T) {
+	ns := tenantNamespace(t, "admitted", "admitted-etcd")
+	kc := makeCluster(ns, "prod").obj()
+	create(t, kc)
+	if !slices.Contains(kc.Finalizers, kubernetescluster.Finalizer) {
+		t.Errorf("created with finalizers %v, want %s", kc.Finalizers, kubernetescluster.Finalizer)
+	}
+	if err := update(t, ns, "prod", func(kc *clusterapi.KubernetesCluster) { kc.Finalizers = nil }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the controller adds its finalizer back", func() (bool, error) {
+		return slices.Contains(get(t, ns, "prod").Finalizers, kubernetescluster.Finalizer), nil
+	})
+}
+
 func TestKubeconfigComesOnlyFromTheControlPlane(t *testing.T) {
 	ns := tenantNamespace(t, "kubeconfig", "kubeconfig")
 	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pk-kubeconfig",
@@ -278,18 +300,47 @@ func TestDeletionRemovesWorkersBeforeControlPlane(t *testing.T) {
 	}
 }
 
+// createForeign creates an object of kind gvk that the cluster-controller did not make, with
+// fields set by set.
+func createForeign(t *testing.T, gvk schema.GroupVersionKind, ns, name string, set func(*unstructured.Unstructured) error) {
+	t.Helper()
+	foreign := &unstructured.Unstructured{}
+	foreign.SetGroupVersionKind(gvk)
+	foreign.SetNamespace(ns)
+	foreign.SetName(name)
+	if err := set(foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A name taken by an object the cluster did not make stops the cluster before it applies anything,
+// even objects that come before it: none of them could work with the foreign one.
+func TestNothingIsAppliedWhileANameIsTaken(t *testing.T) {
+	ns := tenantNamespace(t, "foreign-cp", "foreign-cp")
+	createForeign(t, cluster.KamajiControlPlaneGVK, ns, "taken-control-plane", func(u *unstructured.Unstructured) error {
+		return unstructured.SetNestedField(u.Object, "v1.37.2", "spec", "version")
+	})
+	create(t, makeCluster(ns, "taken").obj())
+	condition(t, ns, "taken", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.ConflictReason)
+	for _, gvk := range []schema.GroupVersionKind{cluster.ClusterGVK, cluster.KubevirtClusterGVK} {
+		if got := object(t, gvk, ns, "taken"); got != nil {
+			t.Errorf("%s applied while the control plane's name is taken", gvk.Kind)
+		}
+	}
+	deleteAndWait(t, ns, "taken")
+}
+
 // An object of a name the cluster needs, made by someone else, is neither changed nor adopted nor
 // deleted; the cluster is Stalled naming it.
 func TestForeignObjectIsLeftAlone(t *testing.T) {
 	ns := tenantNamespace(t, "foreign", "foreign")
-	foreign := &unstructured.Unstructured{}
-	foreign.SetGroupVersionKind(cluster.KubevirtClusterGVK)
-	foreign.SetNamespace(ns)
-	foreign.SetName("taken")
-	foreign.SetLabels(map[string]string{"owner": "someone-else"})
-	if err := k8s.Create(context.Background(), foreign); err != nil {
-		t.Fatal(err)
-	}
+	createForeign(t, cluster.KubevirtClusterGVK, ns, "taken", func(u *unstructured.Unstructured) error {
+		u.SetLabels(map[string]string{"owner": "someone-else"})
+		return nil
+	})
 	create(t, makeCluster(ns, "taken").obj())
 	kc := condition(t, ns, "taken", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.ConflictReason)
 	if msg := meta.FindStatusCondition(kc.Status.Conditions, clusterapi.InfrastructureReadyCondition).Message; !strings.Contains(msg, "KubevirtCluster") {
@@ -331,16 +382,125 @@ func TestUnknownStorageClassStallsUntilItExists(t *testing.T) {
 	kc := makeCluster(ns, "disks").obj()
 	kc.Spec.NodeGroups[0].StorageClass = "fast-nvme"
 	create(t, kc)
-	kc = condition(t, ns, "disks", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.UnknownReferenceReason)
-	if msg := meta.FindStatusCondition(kc.Status.Conditions, fmeta.StalledCondition).Message; !strings.Contains(msg, "spec.nodeGroups[default].storageClass") {
-		t.Errorf("Stalled does not name the field: %q", msg)
-	}
-	if object(t, cluster.ClusterGVK, ns, "disks") != nil {
-		t.Error("objects were made for a node group whose storage does not exist")
-	}
+	stalledOnReference(t, ns, "disks", "spec.nodeGroups[default].storageClass")
 	storageClass(t, "fast-nvme")
 	waitObject(t, cluster.MachineDeploymentGVK, ns, "disks-default", nil)
 	condition(t, ns, "disks", clusterapi.WorkersReadyCondition, metav1.ConditionFalse, clusterapi.ProgressingReason)
+}
+
+// stalledOnReference waits until the cluster is stalled on a reference whose message holds want,
+// and checks that nothing was made for it.
+func stalledOnReference(t *testing.T, ns, name, want string) {
+	t.Helper()
+	kc := condition(t, ns, name, fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.UnknownReferenceReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, fmeta.StalledCondition).Message; !strings.Contains(msg, want) {
+		t.Errorf("Stalled says %q, want it to name %q", msg, want)
+	}
+	if object(t, cluster.ClusterGVK, ns, name) != nil {
+		t.Errorf("objects were made for %s/%s while it stalled", ns, name)
+	}
+}
+
+// A cluster's scheduling class must exist and must not contradict its tenant's: either stalls the
+// cluster naming the field, and nothing is made. Once the class exists, the control plane's pods
+// and the worker VMs carry it, for the storage-controller to place them.
+func TestSchedulingClassMustExistAndPlacesTheCluster(t *testing.T) {
+	ns := tenantNamespace(t, "placed", "placed")
+	kc := makeCluster(ns, "zonal").obj()
+	kc.Spec.SchedulingClass = "one-zone"
+	create(t, kc)
+	stalledOnReference(t, ns, "zonal", "spec.schedulingClass")
+
+	schedulingClass(t, "one-zone")
+	cp := waitObject(t, cluster.KamajiControlPlaneGVK, ns, cluster.ControlPlaneName("zonal"), nil)
+	if got, _, _ := unstructured.NestedString(cp.Object, "spec", "deployment", "podAdditionalMetadata", "annotations", storagepolicyv1.AnnotationSchedulingClass); got != "one-zone" {
+		t.Errorf("the control plane's pods are annotated with scheduling class %q, want one-zone", got)
+	}
+	md := waitObject(t, cluster.MachineDeploymentGVK, ns, "zonal-default", nil)
+	tmpl, _, _ := unstructured.NestedString(md.Object, "spec", "template", "spec", "infrastructureRef", "name")
+	vm := object(t, cluster.KubevirtMachineTmplGVK, ns, tmpl)
+	if got, _, _ := unstructured.NestedString(vm.Object, "spec", "template", "spec", "virtualMachineTemplate", "spec", "template", "metadata", "annotations", storagepolicyv1.AnnotationSchedulingClass); got != "one-zone" {
+		t.Errorf("the worker VMs are annotated with scheduling class %q, want one-zone", got)
+	}
+
+	// The tenant's namespace is placed by another class: its pods cannot follow the cluster's.
+	other := tenantNamespace(t, "placed-elsewhere", "placed-elsewhere")
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: other}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels[tenancyv1.LabelSchedulingClass] = "two-zones"
+	if err := k8s.Update(context.Background(), nsObj); err != nil {
+		t.Fatal(err)
+	}
+	kc = makeCluster(other, "zonal").obj()
+	kc.Spec.SchedulingClass = "one-zone"
+	create(t, kc)
+	stalledOnReference(t, other, "zonal", `spec.schedulingClass "one-zone": namespace placed-elsewhere is placed by its tenant's scheduling class "two-zones"`)
+}
+
+// A node group's change makes new templates (their names follow their content). The superseded
+// ones go once Cluster API has seen the MachineDeployment name the new ones and no MachineSet
+// names them any more: a MachineSet of the earlier revision keeps its template while it exists.
+func TestSupersededTemplatesGoOnceNothingUsesThem(t *testing.T) {
+	const infraRef, bootRef = "spec.template.spec.infrastructureRef.name", "spec.template.spec.bootstrap.configRef.name"
+	path := func(p string) []string { return strings.Split(p, ".") }
+	ns := tenantNamespace(t, "revisions", "revisions")
+	create(t, makeCluster(ns, "rev").obj())
+	p := providerStandIn{t}
+	md := waitObject(t, cluster.MachineDeploymentGVK, ns, "rev-default", nil)
+	oldInfra, oldBoot := str(md, path(infraRef)...), str(md, path(bootRef)...)
+	p.workersReady(ns, "rev-default", 1)
+	// Cluster API's MachineSet of this revision: it makes machines of the old machine template,
+	// with bootstrap data of its own (it names no bootstrap template).
+	set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"clusterName": "rev",
+		"selector":    map[string]any{"matchLabels": map[string]any{clusterapi.LabelNodeGroup: "default"}},
+		"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{clusterapi.LabelNodeGroup: "default"}},
+			"spec": map[string]any{"clusterName": "rev", "bootstrap": map[string]any{"dataSecretName": "rev-default-data"},
+				"infrastructureRef": map[string]any{"apiGroup": cluster.KubevirtMachineTmplGVK.Group, "kind": cluster.KubevirtMachineTmplGVK.Kind, "name": oldInfra}},
+		},
+	}}}
+	set.SetGroupVersionKind(cluster.MachineSetGVK)
+	set.SetNamespace(ns)
+	set.SetName("rev-default-1")
+	set.SetLabels(map[string]string{"cluster.x-k8s.io/cluster-name": "rev"})
+	if err := k8s.Create(context.Background(), set); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := update(t, ns, "rev", func(kc *clusterapi.KubernetesCluster) {
+		kc.Spec.NodeGroups[0].InstanceType = "large"
+		kc.Spec.NodeGroups[0].Labels = map[string]clusterapi.LabelValue{"tier": "web"}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	md = waitObject(t, cluster.MachineDeploymentGVK, ns, "rev-default", func(u *unstructured.Unstructured) bool { return str(u, path(infraRef)...) != oldInfra })
+	newInfra, newBoot := str(md, path(infraRef)...), str(md, path(bootRef)...)
+	if newBoot == oldBoot {
+		t.Fatal("the node labels did not make a new bootstrap template")
+	}
+	// Until Cluster API has seen the new revision, both old templates stay.
+	if object(t, cluster.KubevirtMachineTmplGVK, ns, oldInfra) == nil || object(t, cluster.KubeadmConfigTemplateGVK, ns, oldBoot) == nil {
+		t.Fatal("a superseded template went before Cluster API saw the MachineDeployment name its successor")
+	}
+	p.workersReady(ns, "rev-default", 1)
+	eventually(t, "the superseded bootstrap template, which no MachineSet names, to go", func() (bool, error) {
+		return object(t, cluster.KubeadmConfigTemplateGVK, ns, oldBoot) == nil, nil
+	})
+	if object(t, cluster.KubevirtMachineTmplGVK, ns, oldInfra) == nil {
+		t.Error("the machine template of a MachineSet that still exists went")
+	}
+	if err := k8s.Delete(context.Background(), set); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the superseded machine template to go with its MachineSet", func() (bool, error) {
+		return object(t, cluster.KubevirtMachineTmplGVK, ns, oldInfra) == nil, nil
+	})
+	if object(t, cluster.KubevirtMachineTmplGVK, ns, newInfra) == nil || object(t, cluster.KubeadmConfigTemplateGVK, ns, newBoot) == nil {
+		t.Error("a template the MachineDeployment names went")
+	}
 }
 
 // Add-ons: AddonsReady follows the HelmReleases' own Ready at their generation; an add-on turned

@@ -20,6 +20,7 @@ import (
 
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -56,6 +57,15 @@ func tenantNamespace(t *testing.T, name, etcd string) string {
 func storageClass(t *testing.T, name string) {
 	t.Helper()
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "linstor.csi.linbit.com"}
+	if err := k8s.Create(context.Background(), sc); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+}
+
+// schedulingClass makes a SchedulingClass of name (if missing) that places nothing in particular.
+func schedulingClass(t *testing.T, name string) {
+	t.Helper()
+	sc := &storagepolicyv1.SchedulingClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8s.Create(context.Background(), sc); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
@@ -254,12 +264,26 @@ func (p providerStandIn) addonInstalled(ns, name string) {
 	})
 }
 
+// cloudControllersAvailable: kube-controller-manager's Deployment controller and the kubelets
+// (none run here) report the cluster's infrastructure controllers available.
+func (p providerStandIn) cloudControllersAvailable(ns, name string) {
+	p.t.Helper()
+	for _, c := range cluster.InfraControllers {
+		p.setStatus(cluster.DeploymentGVK, infraNamespace, cluster.InfraName(ns, name)+"-"+c, func(u *unstructured.Unstructured) map[string]any {
+			n := num(u, "spec", "replicas")
+			return map[string]any{"observedGeneration": u.GetGeneration(), "replicas": n, "updatedReplicas": n, "readyReplicas": n,
+				"availableReplicas": n, "conditions": []any{map[string]any{"type": "Available", "status": "True", "reason": "StandIn"}}}
+		})
+	}
+}
+
 // ready brings a new cluster to Ready through the stand-in.
 func ready(t *testing.T, ns, name string) *clusterapi.KubernetesCluster {
 	t.Helper()
 	p := providerStandIn{t}
 	p.infrastructureReady(ns, name)
 	p.controlPlaneRunning(ns, name, "v1.37.2")
+	p.cloudControllersAvailable(ns, name)
 	kc := get(t, ns, name)
 	for _, g := range kc.Spec.NodeGroups {
 		md := waitObject(t, cluster.MachineDeploymentGVK, ns, cluster.MachineDeploymentName(name, g.Name), nil)

@@ -2,16 +2,21 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +29,7 @@ import (
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/controller/kubernetescluster"
+	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 )
 
 var (
@@ -33,6 +39,10 @@ var (
 	counter  = &reconcileCounter{done: map[types.NamespacedName]int{}}
 	chartDir = filepath.Join("..", "..", "..", "..", "deploy", "charts", "cluster-controller")
 	kamaji   = filepath.Join("..", "..", "test", "crds", "kamaji")
+	// The storage-controller's CRDs: SchedulingClass, which a cluster may name.
+	storageCRDs = filepath.Join(chartDir, "..", "storage-controller", "crds")
+	// infraNamespace is where the clusters' infrastructure controllers run, as the chart sets it.
+	infraNamespace = "flotilla-cluster-infra"
 )
 
 // Modules whose CRDs the suite installs, at the versions go.mod pins.
@@ -114,6 +124,7 @@ func run(m *testing.M) (int, error) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = clusterapi.AddToScheme(scheme)
+	_ = storagepolicyv1.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
 	dirs, err := testenv.ModuleCRDDirs(append([]string{capiModule, capkModule}, testenv.FluxModules...)...)
 	if err != nil {
@@ -121,7 +132,7 @@ func run(m *testing.M) (int, error) {
 	}
 	// The kubeadm bootstrap provider's CRDs are in the cluster-api module too.
 	kubeadm := filepath.Join(dirs[0], "..", "..", "..", "bootstrap", "kubeadm", "config", "crd", "bases")
-	env, err = testenv.Start(testenv.Options{CRDDirs: append(dirs, kubeadm, kamaji, filepath.Join(chartDir, "crds")), Scheme: scheme})
+	env, err = testenv.Start(testenv.Options{CRDDirs: append(dirs, kubeadm, kamaji, storageCRDs, filepath.Join(chartDir, "crds")), Scheme: scheme})
 	if err != nil {
 		return 0, err
 	}
@@ -145,6 +156,16 @@ func run(m *testing.M) (int, error) {
 			return 0, err
 		}
 	}
+	// The finalizer, added at admission as the chart installs it.
+	if err := testenv.ApplyFile(ctx, k8s, filepath.Join(chartDir, "templates", "finalizer-policy.yaml")); err != nil {
+		return 0, err
+	}
+	if err := waitForFinalizerPolicy(ctx); err != nil {
+		return 0, err
+	}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: infraNamespace}}); err != nil {
+		return 0, err
+	}
 	// The controller's writes are counted at its transport: every request that is not a read.
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return writes.wrap(rt) }
@@ -152,12 +173,14 @@ func run(m *testing.M) (int, error) {
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject()},
+		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject(infraNamespace)},
 	})
 	if err != nil {
 		return 0, err
 	}
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: cluster.DefaultOptions(), Retry: time.Second}
+	options := cluster.DefaultOptions()
+	options.InfraNamespace = infraNamespace
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: options, Retry: time.Second}
 	if err := r.SetupWithManagerAs(mgr, counter.wrap(r)); err != nil {
 		return 0, err
 	}
@@ -166,4 +189,21 @@ func run(m *testing.M) (int, error) {
 	code := m.Run()
 	cancel()
 	return code, <-errc
+}
+
+// waitForFinalizerPolicy waits until kube-apiserver applies the finalizer policy, which it loads
+// moments after the policy is created: a dry-run create shows the finalizer.
+func waitForFinalizerPolicy(ctx context.Context) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		probe := makeCluster("default", "probe").obj()
+		if last = k8s.Create(ctx, probe, client.DryRunAll); last != nil {
+			return false, nil // the CRD may not be served yet
+		}
+		return slices.Contains(probe.Finalizers, kubernetescluster.Finalizer), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the finalizer policy does not apply: %w (last: %v)", err, last)
+	}
+	return nil
 }

@@ -17,6 +17,9 @@
 //     the node labels and taints of its KubeadmConfig, and the KubevirtMachine reports ready with
 //     that providerID, so that Cluster API's Machine becomes Running by Cluster API's own logic.
 //     Deleting the KubevirtMachine (the VM) removes the Node.
+//   - The kubelet, for the cluster-controller's infrastructure namespace only (Options.
+//     InfraNamespace): each cluster's cloud-controller-manager, CSI controller and autoscaler
+//     Deployment reports its replicas available, though none of their containers runs.
 //
 // One kube-apiserver stands for all of a control plane's replicas; no kube-controller-manager or
 // scheduler runs for the customer's cluster, and no kubelet: Nodes do not heartbeat and no pod runs.

@@ -7,16 +7,19 @@ import (
 	"path/filepath"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -42,6 +45,9 @@ type Options struct {
 	EtcdServers string
 	// StateDir keeps each control plane's certificates, port and log, under <namespace>/<name>.
 	StateDir string
+	// InfraNamespace is the cluster-controller's infrastructure namespace (--infra-namespace),
+	// whose Deployments the stand-in reports available; empty leaves Deployments alone.
+	InfraNamespace string
 }
 
 // Provider is the stand-in: set it up with a manager, whose stop stops every kube-apiserver.
@@ -87,6 +93,14 @@ func (p *Provider) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconcile.Func(p.reconcileMachine)); err != nil {
 		return err
+	}
+	if p.Options.InfraNamespace != "" {
+		inInfra := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == p.Options.InfraNamespace })
+		if err := ctrl.NewControllerManagedBy(mgr).Named("localprovider-kubelet").
+			For(&appsv1.Deployment{}, builder.WithPredicates(inInfra)).
+			Complete(reconcile.Func(p.reconcileDeployment)); err != nil {
+			return err
+		}
 	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()

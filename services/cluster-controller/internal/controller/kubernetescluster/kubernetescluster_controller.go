@@ -3,13 +3,16 @@ package kubernetescluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,11 +33,13 @@ import (
 // +kubebuilder:rbac:groups=cluster.flotilla.dev,resources=kubernetesclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cluster.flotilla.dev,resources=kubernetesclusters/status;kubernetesclusters/finalizers,verbs=get;patch;update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machinedeployments;machinehealthchecks,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigtemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtclusters;kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.flotilla.dev,resources=schedulingclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Finalizer holds a KubernetesCluster until its workers and control plane are gone.
@@ -43,12 +48,19 @@ const Finalizer = "cluster.flotilla.dev/cluster"
 // FieldOwner is the one field manager of everything the controller applies.
 const FieldOwner = "cluster-controller"
 
-// domainConditions are summarised into Ready, in this order.
-var domainConditions = []string{
-	clusterapi.InfrastructureReadyCondition,
-	clusterapi.ControlPlaneReadyCondition,
-	clusterapi.WorkersReadyCondition,
-	clusterapi.AddonsReadyCondition,
+// domainConditions are summarised into Ready, in this order: CloudControllersReady only where the
+// platform runs each cluster's infrastructure controllers.
+func (r *Reconciler) domainConditions() []string {
+	c := []string{
+		clusterapi.InfrastructureReadyCondition,
+		clusterapi.ControlPlaneReadyCondition,
+		clusterapi.WorkersReadyCondition,
+		clusterapi.AddonsReadyCondition,
+	}
+	if r.Options.InfraNamespace != "" {
+		c = append(c, clusterapi.CloudControllersReadyCondition)
+	}
+	return c
 }
 
 // Owned are the kinds a KubernetesCluster owns, watched so that a change of theirs (a status, a
@@ -58,6 +70,7 @@ var Owned = []schema.GroupVersionKind{
 	cluster.KubeadmConfigTemplateGVK, cluster.KubevirtMachineTmplGVK,
 	cluster.MachineDeploymentGVK, cluster.MachineHealthCheckGVK,
 	cluster.HelmRepositoryGVK, cluster.HelmReleaseGVK, cluster.ClusterResourceSetGVK,
+	cluster.RoleBindingGVK,
 }
 
 // Reconciler reconciles KubernetesClusters into Cluster API objects.
@@ -78,10 +91,18 @@ type Reconciler struct {
 // scope carries what one reconcile learned about a cluster.
 type scope struct {
 	kc        *clusterapi.KubernetesCluster
+	ns        *corev1.Namespace
 	stall     *conditions.Stall
 	dataStore string
 	// kubeconfig: the customer's kubeconfig Secret holds the control plane's admin kubeconfig.
 	kubeconfig bool
+}
+
+// stallOn marks the cluster's condition False for a spec (or an object in the way) a human must
+// fix, and stalls the reconcile there.
+func (s *scope) stallOn(condition, reason, msg string) {
+	conditions.MarkFalse(s.kc, condition, reason, msg)
+	s.stall = &conditions.Stall{Reason: reason, Message: msg}
 }
 
 // Reconcile brings one KubernetesCluster to its desired state and writes its status once, at the end.
@@ -97,7 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return // gone once the finalizer is removed
 		}
 		if kc.DeletionTimestamp.IsZero() {
-			conditions.Summarize(kc, domainConditions, s.stall)
+			conditions.Summarize(kc, r.domainConditions(), s.stall)
 		}
 		_, err := helper.Status(ctx, r.Client, kc)
 		retErr = errors.Join(retErr, client.IgnoreNotFound(err))
@@ -123,6 +144,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		r.reconcileReferences,
 		r.reconcileObjects,
 		r.reconcileKubeconfig,
+		r.reconcileInfraKubeconfig,
 		r.reconcileAddons,
 		r.reconcileStatus,
 	} {
@@ -163,30 +185,50 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 		u.SetGroupVersionKind(gvk)
 		b = b.Owns(u)
 	}
-	// The provider's kubeconfig Secret is named after the cluster, and controlled by its control plane.
-	b = b.Owns(&corev1.Secret{}).Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()["cluster.x-k8s.io/cluster-name"]; name != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	// Cluster API labels what it makes for a cluster (named after it) with the cluster's name; what
+	// the cluster has in the infrastructure namespace also names the cluster's namespace.
+	byClusterName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		ns, name := o.GetNamespace(), o.GetLabels()[clusterv1.ClusterNameLabel]
+		if ns == r.Options.InfraNamespace {
+			ns, name = o.GetLabels()[clusterapi.LabelClusterNamespace], o.GetLabels()[clusterapi.LabelCluster]
 		}
-		return nil
+		if ns == "" || name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	})
+	// The provider's kubeconfig Secret is named after the cluster, and controlled by its control plane.
+	b = b.Owns(&corev1.Secret{}).Watches(&corev1.Secret{}, byClusterName)
+	// The infrastructure controllers' objects (the manager's cache holds only the infrastructure
+	// namespace's, CacheByObject).
+	if r.Options.InfraNamespace != "" {
+		for _, gvk := range cluster.InfraKinds {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			b = b.Watches(u, byClusterName)
+		}
+	}
+	// A MachineSet that goes may have held the last reference to a superseded template.
+	ms := &unstructured.Unstructured{}
+	ms.SetGroupVersionKind(cluster.MachineSetGVK)
+	b = b.Watches(ms, byClusterName, builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
 	}))
 	// A StorageClass that appears (or goes) may be what a cluster waits for.
 	b = b.Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list clusterapi.KubernetesClusterList
-		if err := r.List(ctx, &list); err != nil {
-			return nil
-		}
-		var reqs []reconcile.Request
-		for i := range list.Items {
-			for _, g := range list.Items[i].Spec.NodeGroups {
-				if g.StorageClass == o.GetName() {
-					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-					break
-				}
-			}
-		}
-		return reqs
+		return r.clustersNaming(ctx, func(kc *clusterapi.KubernetesCluster) bool {
+			return slices.ContainsFunc(kc.Spec.NodeGroups, func(g clusterapi.NodeGroup) bool { return g.StorageClass == o.GetName() })
+		})
 	}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
+	// So may a SchedulingClass, where the platform has them (the storage-controller's API); a
+	// platform that installs it later restarts the controller to watch it.
+	if _, err := mgr.GetRESTMapper().RESTMapping(cluster.SchedulingClassGVK.GroupKind(), cluster.SchedulingClassGVK.Version); err == nil {
+		sc := &metav1.PartialObjectMetadata{}
+		sc.SetGroupVersionKind(cluster.SchedulingClassGVK)
+		b = b.WatchesMetadata(sc, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.clustersNaming(ctx, func(kc *clusterapi.KubernetesCluster) bool { return kc.Spec.SchedulingClass == o.GetName() })
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
+	}
 	// A namespace's etcd label decides the datastore: a change reconciles the namespace's clusters.
 	b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list clusterapi.KubernetesClusterList
@@ -203,4 +245,19 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 		r.Concurrency = 4
 	}
 	return b.Named("kubernetescluster").WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(rec)
+}
+
+// clustersNaming are the clusters, in every namespace, for which names is true.
+func (r *Reconciler) clustersNaming(ctx context.Context, names func(*clusterapi.KubernetesCluster) bool) []reconcile.Request {
+	var list clusterapi.KubernetesClusterList
+	if err := r.List(ctx, &list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if names(&list.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
 )
 
@@ -20,12 +23,19 @@ import (
 var deletionStages = []struct {
 	name  string
 	kinds []schema.GroupVersionKind
+	// suffix, if set, limits the stage to the objects whose names end in it.
+	suffix string
 }{
-	{"workers", []schema.GroupVersionKind{cluster.MachineHealthCheckGVK, cluster.MachineDeploymentGVK}},
-	{"worker templates", []schema.GroupVersionKind{cluster.KubeadmConfigTemplateGVK, cluster.KubevirtMachineTmplGVK}},
+	// Nothing may scale a cluster being deleted.
+	{name: "autoscaler", kinds: []schema.GroupVersionKind{cluster.DeploymentGVK}, suffix: "-" + cluster.AutoscalerSuffix},
+	{name: "workers", kinds: []schema.GroupVersionKind{cluster.MachineHealthCheckGVK, cluster.MachineDeploymentGVK}},
+	{name: "worker templates", kinds: []schema.GroupVersionKind{cluster.KubeadmConfigTemplateGVK, cluster.KubevirtMachineTmplGVK}},
 	// helm-controller uninstalls an add-on from the customer's cluster, which must still be there.
-	{"add-ons", []schema.GroupVersionKind{cluster.HelmReleaseGVK, cluster.HelmRepositoryGVK, cluster.ClusterResourceSetGVK}},
-	{"control plane", []schema.GroupVersionKind{cluster.ClusterGVK, cluster.KamajiControlPlaneGVK, cluster.KubevirtClusterGVK}},
+	{name: "add-ons", kinds: []schema.GroupVersionKind{cluster.HelmReleaseGVK, cluster.HelmRepositoryGVK, cluster.ClusterResourceSetGVK}},
+	// The CSI controller detaches the workers' volumes and the CCM lets go of the Services: both
+	// go once the workers have.
+	{name: "cloud controllers", kinds: append([]schema.GroupVersionKind{cluster.RoleBindingGVK}, cluster.InfraKinds...)},
+	{name: "control plane", kinds: []schema.GroupVersionKind{cluster.ClusterGVK, cluster.KamajiControlPlaneGVK, cluster.KubevirtClusterGVK}},
 }
 
 // reconcileDelete deletes the owned objects stage by stage, says in Ready what it waits for, and
@@ -41,6 +51,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 			}
 			for i := range objs {
 				o := &objs[i]
+				if !strings.HasSuffix(o.GetName(), stage.suffix) {
+					continue
+				}
 				left = append(left, gvk.Kind+"/"+o.GetName())
 				if o.GetDeletionTimestamp().IsZero() {
 					if err := r.Delete(ctx, o, client.Preconditions{UID: ptrUID(o)}); client.IgnoreNotFound(err) != nil {
@@ -54,5 +67,22 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 			return ctrl.Result{RequeueAfter: r.Retry}, nil
 		}
 	}
+	if err := r.deleteInfraKubeconfig(ctx, kc); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, patch.RemoveFinalizer(ctx, r.Client, kc, Finalizer)
+}
+
+// deleteInfraKubeconfig deletes the cluster's copy of its kubeconfig in the infrastructure
+// namespace, if the cluster's.
+func (r *Reconciler) deleteInfraKubeconfig(ctx context.Context, kc *clusterapi.KubernetesCluster) error {
+	if r.Options.InfraNamespace == "" {
+		return nil
+	}
+	secret := &corev1.Secret{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: r.Options.InfraNamespace, Name: cluster.InfraKubeconfigSecret(kc.Namespace, kc.Name)}, secret)
+	if err != nil || !controlledBy(secret, kc) {
+		return client.IgnoreNotFound(err)
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, secret, client.Preconditions{UID: ptrUID(secret)}))
 }

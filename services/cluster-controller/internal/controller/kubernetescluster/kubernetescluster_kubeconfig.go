@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -49,8 +51,7 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 	case err == nil:
 		if ref := metav1.GetControllerOf(dst); ref == nil || ref.UID != kc.UID {
 			msg := fmt.Sprintf("Secret %s exists and was not created by this cluster: it is left alone; delete it or name another in spec.kubeconfigSecretRef", name)
-			conditions.MarkFalse(kc, clusterapi.ControlPlaneReadyCondition, clusterapi.ConflictReason, msg)
-			s.stall = &conditions.Stall{Reason: clusterapi.ConflictReason, Message: msg}
+			s.stallOn(clusterapi.ControlPlaneReadyCondition, clusterapi.ConflictReason, msg)
 			return nil
 		}
 	case client.IgnoreNotFound(err) != nil:
@@ -72,8 +73,23 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 }
 
 // CacheByObject limits the manager's cache of Secrets to Cluster API's cluster Secrets (labelled
-// with a cluster name), among them the kubeconfigs this controller copies and writes.
-func CacheByObject() map[client.Object]cache.ByObject {
-	req, _ := labels.NewRequirement(clusterv1.ClusterNameLabel, selection.Exists, nil)
-	return map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)}}
+// with a cluster name), among them the kubeconfigs this controller copies and writes; of
+// RoleBindings to the clusters' own; and of the kinds the clusters have in the infrastructure
+// namespace infraNamespace (if any) to theirs there.
+func CacheByObject(infraNamespace string) map[client.Object]cache.ByObject {
+	exists := func(label string) labels.Selector {
+		req, _ := labels.NewRequirement(label, selection.Exists, nil)
+		return labels.NewSelector().Add(*req)
+	}
+	out := map[client.Object]cache.ByObject{
+		&corev1.Secret{}:      {Label: exists(clusterv1.ClusterNameLabel)},
+		&rbacv1.RoleBinding{}: {Label: exists(clusterapi.LabelCluster)},
+	}
+	if infraNamespace != "" {
+		only := map[string]cache.Config{infraNamespace: {LabelSelector: exists(clusterapi.LabelClusterNamespace)}}
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}, &corev1.ConfigMap{}} {
+			out[o] = cache.ByObject{Namespaces: only}
+		}
+	}
+	return out
 }

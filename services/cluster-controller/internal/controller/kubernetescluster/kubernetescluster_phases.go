@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +34,7 @@ func (r *Reconciler) reconcileDatastore(ctx context.Context, s *scope) error {
 	if err := r.Get(ctx, types.NamespacedName{Name: kc.Namespace}, ns); err != nil {
 		return err
 	}
+	s.ns = ns
 	etcd := ns.Labels[tenancyv1.LabelEtcd]
 	var msg string
 	switch {
@@ -38,8 +44,7 @@ func (r *Reconciler) reconcileDatastore(ctx context.Context, s *scope) error {
 		msg = fmt.Sprintf("spec.controlPlane.etcd.namespace %q is not the etcd serving this tenant (%q)", kc.Spec.ControlPlane.Etcd.Namespace, etcd)
 	}
 	if msg != "" {
-		conditions.MarkFalse(kc, clusterapi.ControlPlaneReadyCondition, clusterapi.NoDatastoreReason, msg)
-		s.stall = &conditions.Stall{Reason: clusterapi.NoDatastoreReason, Message: msg}
+		s.stallOn(clusterapi.ControlPlaneReadyCondition, clusterapi.NoDatastoreReason, msg)
 		return nil
 	}
 	s.dataStore = cluster.DataStoreName(etcd)
@@ -47,9 +52,16 @@ func (r *Reconciler) reconcileDatastore(ctx context.Context, s *scope) error {
 }
 
 // reconcileReferences checks what the spec names in the management cluster: a node group's
-// StorageClass must exist, or its nodes' disks would wait forever for a class nobody provides.
+// StorageClass must exist, or its nodes' disks would wait forever for a class nobody provides,
+// and so must the scheduling class, which must not contradict the tenant's.
 func (r *Reconciler) reconcileReferences(ctx context.Context, s *scope) error {
 	kc := s.kc
+	if msg, err := r.schedulingClassProblem(ctx, kc, s.ns); err != nil || msg != "" {
+		if msg != "" {
+			s.stallOn(clusterapi.ControlPlaneReadyCondition, clusterapi.UnknownReferenceReason, msg)
+		}
+		return err
+	}
 	for _, g := range kc.Spec.NodeGroups {
 		if g.StorageClass == "" {
 			continue
@@ -57,8 +69,7 @@ func (r *Reconciler) reconcileReferences(ctx context.Context, s *scope) error {
 		err := r.Get(ctx, types.NamespacedName{Name: g.StorageClass}, &storagev1.StorageClass{})
 		if apierrors.IsNotFound(err) {
 			msg := fmt.Sprintf("spec.nodeGroups[%s].storageClass: no StorageClass %q exists", g.Name, g.StorageClass)
-			conditions.MarkFalse(kc, clusterapi.WorkersReadyCondition, clusterapi.UnknownReferenceReason, msg)
-			s.stall = &conditions.Stall{Reason: clusterapi.UnknownReferenceReason, Message: msg}
+			s.stallOn(clusterapi.WorkersReadyCondition, clusterapi.UnknownReferenceReason, msg)
 			return nil
 		}
 		if err != nil {
@@ -66,6 +77,30 @@ func (r *Reconciler) reconcileReferences(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
+}
+
+// schedulingClassProblem says what is wrong with the spec's scheduling class, if anything. The
+// storage-controller places the control plane's pods and the worker VMs by it (their annotation),
+// unless the namespace has a class of its own: the tenant's placement, which its clusters may not
+// escape, so a spec naming another one is refused rather than silently ignored.
+func (r *Reconciler) schedulingClassProblem(ctx context.Context, kc *clusterapi.KubernetesCluster, ns *corev1.Namespace) (string, error) {
+	class := kc.Spec.SchedulingClass
+	if class == "" {
+		return "", nil
+	}
+	if own := ns.Labels[tenancyv1.LabelSchedulingClass]; own != "" && own != class {
+		return fmt.Sprintf("spec.schedulingClass %q: namespace %s is placed by its tenant's scheduling class %q", class, ns.Name, own), nil
+	}
+	sc := &metav1.PartialObjectMetadata{}
+	sc.SetGroupVersionKind(cluster.SchedulingClassGVK)
+	err := r.Get(ctx, types.NamespacedName{Name: class}, sc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("spec.schedulingClass: no SchedulingClass %q exists", class), nil
+	case meta.IsNoMatchError(err):
+		return fmt.Sprintf("spec.schedulingClass %q: this platform has no scheduling classes (the storage-controller's API is not installed)", class), nil
+	}
+	return "", err
 }
 
 // conditionOf is the condition an owned kind reports into.
@@ -77,6 +112,8 @@ func conditionOf(gvk schema.GroupVersionKind) string {
 		return clusterapi.ControlPlaneReadyCondition
 	case cluster.HelmRepositoryGVK, cluster.HelmReleaseGVK, cluster.ClusterResourceSetGVK:
 		return clusterapi.AddonsReadyCondition
+	case cluster.RoleBindingGVK, cluster.DeploymentGVK, cluster.ServiceAccountGVK, cluster.ConfigMapGVK:
+		return clusterapi.CloudControllersReadyCondition
 	}
 	return clusterapi.WorkersReadyCondition
 }
@@ -103,27 +140,127 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	applied := 0
-	for _, obj := range objs {
-		sent, err := apply.Apply(ctx, r.Client, r.Client, obj, FieldOwner)
+	// Nothing is applied while one of the names is taken by an object this cluster did not make.
+	// Then each stage's objects are applied together, and their results read in Desired's order.
+	sent, errs := make([]bool, len(objs)), make([]error, len(objs))
+	for i, obj := range objs {
+		errs[i] = apply.Foreign(ctx, r.Client, obj)
+	}
+	if err := firstFailure(objs, errs, s); err != nil || s.stall != nil {
+		return err
+	}
+	for stage := range 2 {
+		var wg sync.WaitGroup
+		for i, obj := range objs {
+			if cluster.Stage(obj) == stage {
+				wg.Go(func() { sent[i], errs[i] = apply.Apply(ctx, r.Client, r.Client, obj, FieldOwner) })
+			}
+		}
+		wg.Wait()
+		if err := firstFailure(objs, errs, s); err != nil || s.stall != nil {
+			return err
+		}
+	}
+	if applied := len(slices.DeleteFunc(sent, func(ok bool) bool { return !ok })); applied > 0 {
+		ctrl.LoggerFrom(ctx).V(4).Info("Applied owned objects", "count", applied)
+	}
+	if err := r.pruneNodeGroups(ctx, kc, mds); err != nil {
+		return err
+	}
+	return r.pruneTemplates(ctx, kc, objs, mds)
+}
+
+// templateRefs are the paths, in a MachineDeployment or MachineSet, of the templates it names.
+var templateRefs = map[schema.GroupVersionKind][]string{
+	cluster.KubevirtMachineTmplGVK:   {"spec", "template", "spec", "infrastructureRef", "name"},
+	cluster.KubeadmConfigTemplateGVK: {"spec", "template", "spec", "bootstrap", "configRef", "name"},
+}
+
+// pruneTemplates deletes the node groups' templates that a change of the group superseded (their
+// names follow their content). A template stays while a MachineSet names it (Cluster API makes
+// machines from the MachineSets of earlier revisions during a rollout) and until Cluster API has
+// seen its MachineDeployment name the new ones, so that no MachineSet of the old can still appear.
+func (r *Reconciler) pruneTemplates(ctx context.Context, kc *clusterapi.KubernetesCluster, objs []*unstructured.Unstructured, mds []unstructured.Unstructured) error {
+	keep := map[schema.GroupVersionKind]map[string]bool{}
+	for gvk := range templateRefs {
+		keep[gvk] = map[string]bool{}
+	}
+	desired := map[string]*unstructured.Unstructured{} // node group → its MachineDeployment, as applied
+	for _, o := range objs {
+		if names, ok := keep[o.GroupVersionKind()]; ok {
+			names[o.GetName()] = true
+		}
+		if o.GroupVersionKind() == cluster.MachineDeploymentGVK {
+			desired[o.GetLabels()[clusterapi.LabelNodeGroup]] = o
+		}
+	}
+	sets := &unstructured.UnstructuredList{}
+	sets.SetGroupVersionKind(cluster.MachineSetGVK.GroupVersion().WithKind("MachineSetList"))
+	if err := r.List(ctx, sets, client.InNamespace(kc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: kc.Name}); err != nil {
+		return err
+	}
+	for _, ms := range sets.Items {
+		for gvk, path := range templateRefs {
+			if name, _, _ := unstructured.NestedString(ms.Object, path...); name != "" {
+				keep[gvk][name] = true
+			}
+		}
+	}
+	settled := map[string]bool{} // node groups whose MachineDeployment Cluster API has seen as desired
+	for i := range mds {
+		md, group := &mds[i], mds[i].GetLabels()[clusterapi.LabelNodeGroup]
+		want := desired[group]
+		observed, _, _ := unstructured.NestedInt64(md.Object, "status", "observedGeneration")
+		settled[group] = want != nil && observed == md.GetGeneration() && sameRefs(md, want)
+	}
+	for gvk := range templateRefs {
+		templates, err := r.ownedList(ctx, kc, gvk)
+		if err != nil {
+			return err
+		}
+		for i := range templates {
+			t := &templates[i]
+			group := t.GetLabels()[clusterapi.LabelNodeGroup]
+			_, hasMD := settled[group]
+			if keep[gvk][t.GetName()] || !t.GetDeletionTimestamp().IsZero() || (hasMD && !settled[group]) || (!hasMD && desired[group] != nil) {
+				continue
+			}
+			if err := r.Delete(ctx, t, client.Preconditions{UID: ptrUID(t)}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting superseded %s %s: %w", gvk.Kind, t.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// sameRefs reports whether MachineDeployment md names the templates want names.
+func sameRefs(md, want *unstructured.Unstructured) bool {
+	for _, path := range templateRefs {
+		a, _, _ := unstructured.NestedString(md.Object, path...)
+		b, _, _ := unstructured.NestedString(want.Object, path...)
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// firstFailure marks the first object, in Desired's order, that could not be applied: one the
+// controller does not own stalls the cluster; any other error is returned.
+func firstFailure(objs []*unstructured.Unstructured, errs []error, s *scope) error {
+	for i, obj := range objs {
+		err := errs[i]
 		if errors.Is(err, apply.ErrNotOwned) {
 			msg := err.Error() + ": it is left alone; delete it or rename the cluster"
-			conditions.MarkFalse(kc, conditionOf(obj.GroupVersionKind()), clusterapi.ConflictReason, msg)
-			s.stall = &conditions.Stall{Reason: clusterapi.ConflictReason, Message: msg}
+			s.stallOn(conditionOf(obj.GroupVersionKind()), clusterapi.ConflictReason, msg)
 			return nil
 		}
 		if err != nil {
-			conditions.MarkFalse(kc, conditionOf(obj.GroupVersionKind()), clusterapi.ApplyFailedReason, err.Error())
+			conditions.MarkFalse(s.kc, conditionOf(obj.GroupVersionKind()), clusterapi.ApplyFailedReason, err.Error())
 			return err
 		}
-		if sent {
-			applied++
-		}
 	}
-	if applied > 0 {
-		ctrl.LoggerFrom(ctx).V(4).Info("Applied owned objects", "count", applied)
-	}
-	return r.pruneNodeGroups(ctx, kc, mds)
+	return nil
 }
 
 // workerVersion is the release the workers may run: the control plane's target once the control
@@ -171,11 +308,19 @@ func (r *Reconciler) machineDeployments(ctx context.Context, kc *clusterapi.Kube
 	return r.ownedList(ctx, kc, cluster.MachineDeploymentGVK)
 }
 
-// ownedList lists the objects of gvk labelled for kc and controlled by it.
+// ownedList lists the objects of gvk labelled for kc and controlled by it: in its namespace, or
+// for the kinds of the infrastructure namespace, there (none where the platform has none).
 func (r *Reconciler) ownedList(ctx context.Context, kc *clusterapi.KubernetesCluster, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+	ns, labels := kc.Namespace, client.MatchingLabels{clusterapi.LabelCluster: kc.Name}
+	if slices.Contains(cluster.InfraKinds, gvk) {
+		if r.Options.InfraNamespace == "" {
+			return nil, nil
+		}
+		ns, labels[clusterapi.LabelClusterNamespace] = r.Options.InfraNamespace, kc.Namespace
+	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := r.List(ctx, list, client.InNamespace(kc.Namespace), client.MatchingLabels{clusterapi.LabelCluster: kc.Name}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(ns), labels); err != nil {
 		return nil, err
 	}
 	out := list.Items[:0]
@@ -200,7 +345,12 @@ func (r *Reconciler) owned(ctx context.Context, kc *clusterapi.KubernetesCluster
 	return u, nil
 }
 
-func controlledBy(o *unstructured.Unstructured, kc *clusterapi.KubernetesCluster) bool {
+// controlledBy: o's controller reference is kc, or (in the infrastructure namespace, where no
+// owner reference can point) its owner annotation holds kc's UID.
+func controlledBy(o client.Object, kc *clusterapi.KubernetesCluster) bool {
+	if o.GetNamespace() != kc.Namespace {
+		return o.GetAnnotations()[clusterapi.AnnotationOwner] == string(kc.UID)
+	}
 	for _, ref := range o.GetOwnerReferences() {
 		if ref.Controller != nil && *ref.Controller && ref.UID == kc.UID {
 			return true

@@ -37,6 +37,13 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 	setControlPlaneReady(kc, kcp, s.kubeconfig)
 	setWorkersReady(kc, mds)
 	setAddonsReady(kc, releases)
+	if r.Options.InfraNamespace != "" {
+		deployments, err := r.ownedList(ctx, kc, cluster.DeploymentGVK)
+		if err != nil {
+			return err
+		}
+		setCloudControllersReady(kc, s.kubeconfig, r.Options.InfraNamespace, deployments)
+	}
 	return nil
 }
 
