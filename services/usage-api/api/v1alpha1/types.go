@@ -78,4 +78,18 @@ type Consumptions struct {
 	MemoryGiBHours string `json:"memoryGiBHours"`
 	// EphemeralStorageGiBHours is requested ephemeral storage in GiB × hours.
 	EphemeralStorageGiBHours string `json:"ephemeralStorageGiBHours"`
+	// PersistentStorageGiBHours is the capacity of bound PersistentVolumeClaims in GiB × hours,
+	// per storage class; a class with nothing bound is left out.
+	// +listType=map
+	// +listMapKey=storageClassName
+	// +optional
+	PersistentStorageGiBHours []StorageClassGiBHours `json:"persistentStorageGiBHours,omitempty"`
+}
+
+// StorageClassGiBHours is the persistent storage of one storage class.
+type StorageClassGiBHours struct {
+	// StorageClassName is the claims' storage class; empty for claims of no class.
+	StorageClassName string `json:"storageClassName"`
+	// GiBHours is capacity in GiB × hours, as a decimal string.
+	GiBHours string `json:"gibHours"`
 }

@@ -21,6 +21,11 @@ func (in Report) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in StorageClassGiBHours) OpenAPIModelName() string {
+	return "dev.flotilla.usage.v1alpha1.StorageClassGiBHours"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in UsageReport) OpenAPIModelName() string {
 	return "dev.flotilla.usage.v1alpha1.UsageReport"
 }

@@ -118,7 +118,7 @@ func (r *reports) scope(ctx context.Context, namespace string, spec *usagev1.Usa
 	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.path, b.path) })
 	inScope := map[string]bool{}
 	for _, m := range members {
-		s.Tenants = append(s.Tenants, usage.Tenant{Name: m.name, Namespace: m.namespace})
+		s.Tenants = append(s.Tenants, usage.Tenant{Name: m.name, Namespace: m.namespace, Delivery: tenancyv1.DeliveryNamespace(m.namespace)})
 		inScope[m.namespace] = true
 	}
 	var hrs helmv2.HelmReleaseList
@@ -128,7 +128,8 @@ func (r *reports) scope(ctx context.Context, namespace string, spec *usagev1.Usa
 	s.Apps = map[usage.Release]usagev1.WorkloadReference{}
 	for _, hr := range hrs.Items {
 		// Only as the apps API stores an app: in its target's delivery namespace, which tenants
-		// cannot write. A HelmRelease elsewhere names nothing.
+		// cannot write. A HelmRelease elsewhere names nothing. (Apps deleted since are found by
+		// the engine in the metrics store's history, under the same rule.)
 		if target := hr.GetReleaseNamespace(); inScope[target] && hr.Namespace == tenancyv1.DeliveryNamespace(target) {
 			s.Apps[usage.Release{Namespace: target, Name: hr.GetReleaseName()}] = usagev1.WorkloadReference{
 				Kind: hr.Labels[meta.LabelAppKind], Name: hr.Labels[meta.LabelAppName],

@@ -58,6 +58,7 @@ func NewOptions() *Options {
 		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
 		Usage: usage.Config{
 			URL: "http://victoria-metrics:8428", Resolution: time.Minute, MaxGap: 10 * time.Minute, SchedulerJob: "kube-scheduler",
+			StateMetricsJob: "kube-state-metrics",
 		},
 		Retention: 31 * 24 * time.Hour,
 	}
@@ -73,8 +74,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Authorization.AddFlags(fs)
 	fs.StringVar(&o.Usage.URL, "metrics-url", o.Usage.URL, "The metrics store's Prometheus query API (VictoriaMetrics).")
 	fs.DurationVar(&o.Usage.Resolution, "resolution", o.Usage.Resolution, "The scrape interval of the metrics sources: the grid reports are exact to.")
-	fs.DurationVar(&o.Usage.MaxGap, "max-gap", o.Usage.MaxGap, "How long a pod keeps its latest sample while its metrics source cannot be scraped.")
+	fs.DurationVar(&o.Usage.MaxGap, "max-gap", o.Usage.MaxGap, "How long a pod or claim keeps its latest sample while its metrics source cannot be scraped.")
 	fs.StringVar(&o.Usage.SchedulerJob, "scheduler-job", o.Usage.SchedulerJob, "The job label of the scrape of kube-scheduler's /metrics/resources.")
+	fs.StringVar(&o.Usage.StateMetricsJob, "state-metrics-job", o.Usage.StateMetricsJob, "The job label of the scrape of kube-state-metrics (claims, their volumes and labels).")
 	fs.DurationVar(&o.Retention, "retention", o.Retention, "How long the metrics store keeps samples (its -retentionPeriod).")
 }
 

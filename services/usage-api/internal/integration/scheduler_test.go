@@ -29,28 +29,17 @@ func TestRealSchedulerToReport(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	sched, err := env.StartScheduler(dir, testenv.SchedulerOptions{MetricsPort: port})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sched.Stop)
-	scrape := fmt.Sprintf(`scrape_configs:
-  - job_name: kube-scheduler
-    scrape_interval: 1s
-    scheme: https
+	store := scrapingStore(t, dir, "kube-scheduler", fmt.Sprintf(`    scheme: https
     tls_config: {insecure_skip_verify: true}
     metrics_path: /metrics/resources
     static_configs: [{targets: ["127.0.0.1:%d"]}]
-`, port)
-	store, err := testenv.StartVictoriaMetrics(dir, testenv.VictoriaMetricsOptions{ScrapeConfig: scrape})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Stop)
+`, port))
 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "usage-node"}}
 	if err := kube.Create(ctx, node); err != nil {

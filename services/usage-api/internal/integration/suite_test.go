@@ -136,3 +136,26 @@ func startUsageAPI(ctx context.Context, dir string) error {
 	}
 	return testenv.WaitAPIServiceAvailable(ctx, kube, apiserver.APIServiceName)
 }
+
+// freePort is a free local port.
+func freePort(t *testing.T) int {
+	t.Helper()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// scrapingStore starts a VictoriaMetrics in dir scraping target (a scrape config's job body:
+// scheme, path, static_configs) every second under job, stopped with the test.
+func scrapingStore(t *testing.T, dir, job, target string) *testenv.VictoriaMetrics {
+	t.Helper()
+	store, err := testenv.StartVictoriaMetrics(dir, testenv.VictoriaMetricsOptions{ScrapeConfig: fmt.Sprintf(
+		"scrape_configs:\n  - job_name: %s\n    scrape_interval: 1s\n%s", job, target)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Stop)
+	return store
+}
