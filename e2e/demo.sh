@@ -41,11 +41,13 @@ usage_port=$((base + 8)) vm_port=$((base + 9)) scheduler_metrics_port=$((base + 
 usage_resolution=10s
 # Each service with an admission webhook serves it on a port of its own.
 declare -A webhook_ports=([tenant-controller]=$webhook_port [storage-controller]=$((base + 3)))
+# Where each customer cluster's cloud-controller-manager, CSI controller and autoscaler run.
+infra_ns=flotilla-cluster-infra
 # Flags of the services beyond the common ones: the storage-controller talks to the LINSTOR test
 # double (no LINSTOR can run here), and polls it often so that the demo shows changes quickly.
 # The cluster-controller's add-on charts come from the demo's Helm repository (below).
 declare -A service_flags=([storage-controller]="--linstor-endpoint=http://127.0.0.1:$linstor_port --linstor-poll-interval=5s --extender-bind-address=127.0.0.1:$extender_port"
-  [cluster-controller]="--addons-repository=http://127.0.0.1:$charts_port")
+  [cluster-controller]="--addons-repository=http://127.0.0.1:$charts_port --infra-namespace=$infra_ns")
 # The LINSTOR test double's satellites; the demo makes a Node of each.
 linstor_nodes=node-1=zone-a,node-2=zone-a,node-3=zone-b,node-4=zone-b
 cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1 # the Postgres chart's Cluster CRD
@@ -125,7 +127,9 @@ YAML
   run_bg victoria-metrics "$bin/victoria-metrics" -storageDataPath="$state/victoria-metrics" -httpListenAddr="127.0.0.1:$vm_port" \
     -retentionPeriod=1y -search.latencyOffset=0s -promscrape.config="$scrape" -loggerLevel=WARN
   run_bg kube-state-metrics "$bin/kube-state-metrics" --kubeconfig="$KUBECONFIG" --host=127.0.0.1 --port="$ksm_port" \
-    --telemetry-host=127.0.0.1 --telemetry-port=$((base + 12)) --resources=pods --metric-labels-allowlist='pods=[app.kubernetes.io/instance]'
+    --telemetry-host=127.0.0.1 --telemetry-port=$((base + 12)) --resources=pods,persistentvolumeclaims,persistentvolumes \
+    --metric-labels-allowlist='pods=[app.kubernetes.io/instance],persistentvolumeclaims=[app.kubernetes.io/instance]' \
+    --custom-resource-state-config-file="$PWD/deploy/charts/usage-api/files/kube-state-metrics/apps.yaml"
   say "starting the usage-api (usage.flotilla.dev, through kube-apiserver's aggregator)"
   run_bg usage-api "$state/bin/usage-api" --bind-address=127.0.0.1 --secure-port="$usage_port" \
     --cert-dir="$state/usage-api" --kubeconfig="$KUBECONFIG" \
@@ -149,7 +153,7 @@ metadata: {namespace: tenant-acme}
 spec: {startTimestamp: "$since", endTimestamp: "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
 YAML
     report=$("${as_viewer[@]}" create --validate=false -f "$state/usagereport.yaml" -o yaml 2>&1 || true)
-    grep -q 'name: orders' <<<"$report" && break
+    grep -q 'name: orders' <<<"$report" && grep -q 'storageClassName: replicated' <<<"$report" && break
     sleep 2
   done
   echo "  \$ kubectl create --validate=false -f $state/usagereport.yaml -o yaml   # as acme-viewer"
@@ -211,6 +215,10 @@ YAML
   kubectl get -n "$ns" kubernetesclusters -o wide
   echo "  Cluster API's view (its real managers):"
   kubectl get -n "$ns" machines.cluster.x-k8s.io | sed 's/^/    /'
+  echo "  its cloud-controller-manager, CSI controller and autoscaler, in $infra_ns (out of acme's reach; the stand-in plays their kubelet):"
+  kubectl get -n "$infra_ns" deployments -l "cluster.flotilla.dev/namespace=$ns,cluster.flotilla.dev/cluster=$cluster" | sed 's/^/    /'
+  echo "    \$ kubectl get deployments -n $infra_ns   # as acme's admin"
+  "${as_acme[@]}" get deployments -n "$infra_ns" 2>&1 | sed 's/^/    /' || true
   echo "  the customer's kubeconfig (Secret $cluster-admin-kubeconfig, read by acme's admin), against the customer's own API server:"
   "${as_acme[@]}" get secret -n "$ns" "$cluster-admin-kubeconfig" -o jsonpath='{.data.kubeconfig}' | base64 -d > "$state/$cluster.kubeconfig"
   chmod 600 "$state/$cluster.kubeconfig"
@@ -328,8 +336,11 @@ up() {
   run_bg cluster-api-manager "$bin/cluster-api-manager" --webhook-port=$((base + 6)) "${capi_flags[@]}"
   run_bg kubeadm-bootstrap-manager "$bin/kubeadm-bootstrap-manager" --webhook-port=$((base + 7)) "${capi_flags[@]}"
   say "starting the local provider STAND-IN for Kamaji and KubeVirt (a real kube-apiserver per customer control plane on the platform's etcd, a Node per worker VM; no pods or VMs run here)"
+  # The clusters' infrastructure controllers' namespace and role, as the cluster-controller's chart makes them.
+  kubectl create namespace "$infra_ns" --dry-run=client -o yaml | kubectl label --local -f - flotilla.dev/platform=true -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f deploy/charts/cluster-controller/templates/infra-clusterrole.yaml >/dev/null
   run_bg local-provider "$state/bin/local-provider" --etcd-servers="$ETCD_URL" --state-dir="$state/local-provider" \
-    --kube-apiserver="$bin/kube-apiserver" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
+    --kube-apiserver="$bin/kube-apiserver" --infra-namespace="$infra_ns" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
 
   for s in "${services[@]}"; do
     stop "$state/$s.pid"
@@ -411,12 +422,12 @@ YAML
   echo
 
   say "scheduling: acme's database and its volume placed together (kube-scheduler + the storage-controller's extender)"
-  # The pod is labelled as the Postgres app's chart labels its pods: with its Helm release's name.
+  # The pod and its claim are labelled as the Postgres app's chart labels them: with its Helm release's name.
   orders_release=$(kubectl get helmreleases -A -l apps.flotilla.dev/kind=Postgres,apps.flotilla.dev/name=orders -o jsonpath='{.items[0].spec.releaseName}')
   "${as_acme[@]}" apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: PersistentVolumeClaim
-metadata: {name: data-db, namespace: tenant-acme}
+metadata: {name: data-db, namespace: tenant-acme, labels: {app.kubernetes.io/instance: $orders_release}}
 spec: {storageClassName: replicated, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
 ---
 apiVersion: v1

@@ -13,11 +13,14 @@ import (
 // is served and the Postgres ordered in tenant acme is Ready, the storage policies are Ready on the
 // LINSTOR test double; acme's Kubernetes cluster is Ready and its nodes are listed with the
 // customer's kubeconfig; `make demo-down` stops everything.
+// demoPorts is how many local ports demo.sh uses from FLOTILLA_PORT_BASE on (base to base+12).
+const demoPorts = 13
+
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole local platform")
 	}
-	env := append(os.Environ(), "FLOTILLA_STATE="+t.TempDir(), fmt.Sprintf("FLOTILLA_PORT_BASE=%d", freePort(t)))
+	env := append(os.Environ(), "FLOTILLA_STATE="+t.TempDir(), fmt.Sprintf("FLOTILLA_PORT_BASE=%d", freePorts(t, demoPorts)))
 	demo := func(verb string) (string, error) {
 		cmd := exec.Command("bash", "demo.sh", verb)
 		cmd.Env = env
@@ -46,8 +49,9 @@ func TestDemo(t *testing.T) {
 	// may not even read acme's apps.
 	// Usage: acme's viewer's report holds the Postgres app's pod, scheduled by the real
 	// kube-scheduler and scraped by VictoriaMetrics.
-	if !strings.Contains(out, "kind: Postgres") || !strings.Contains(out, "name: orders") || !strings.Contains(out, "vCPUHours:") {
-		t.Errorf("demo output lacks acme's usage report with its Postgres orders:\n%s", out)
+	if !strings.Contains(out, "kind: Postgres") || !strings.Contains(out, "name: orders") || !strings.Contains(out, "vCPUHours:") ||
+		!strings.Contains(out, "storageClassName: replicated") {
+		t.Errorf("demo output lacks acme's usage report with its Postgres orders and their volume:\n%s", out)
 	}
 	for _, want := range []string{"redis.apps.flotilla.dev/cache created", "redis.apps.flotilla.dev/cache condition met",
 		"2 replicas of 150Gi: the largest free on 2 distinct zones is 100Gi",
@@ -96,16 +100,19 @@ func TestDemo(t *testing.T) {
 // demoCluster checks what the demo shows of the Kubernetes cluster acme orders through the apps
 // API: the app and its KubernetesCluster Ready with both workers (Cluster API's real managers, the
 // local provider stand-in), the nodes listed by kubectl with the customer's kubeconfig against the
-// customer's own API server, the ingress add-on inside, and a third node after scaling.
+// customer's own API server, the ingress add-on inside, and a third node after scaling; its
+// cloud-controller-manager, CSI controller and autoscaler available in the platform's namespace,
+// which acme's admin may not list.
 func demoCluster(t *testing.T, out string) {
 	t.Helper()
 	for _, want := range []string{"kubernetes.apps.flotilla.dev/demo created", "kubernetes.apps.flotilla.dev/demo patched",
-		"kubectl --kubeconfig ", "ingress-settings", "default 3/3 ready"} {
+		"kubectl --kubeconfig ", "ingress-settings", "default 3/3 ready",
+		`cannot list resource "deployments" in API group "apps" in the namespace "flotilla-cluster-infra"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	appReady, clusterReady := false, false
+	appReady, clusterReady, infra := false, false, 0
 	// The nodes each "get nodes" against the customer's API server lists (NAME STATUS ROLES AGE VERSION).
 	var listings []map[string]bool
 	for _, line := range strings.Split(out, "\n") {
@@ -118,6 +125,10 @@ func demoCluster(t *testing.T, out string) {
 		appReady = appReady || (len(f) >= 2 && f[0] == "demo" && f[1] == "True")
 		// NAME VERSION ENDPOINT WORKERS READY …: the KubernetesCluster the app rendered.
 		clusterReady = clusterReady || (len(f) >= 8 && f[0] == "k8s-demo" && strings.Contains(line, "default 2/2 ready   True"))
+		// NAME READY UP-TO-DATE AVAILABLE AGE: an infrastructure controller of the cluster.
+		if len(f) == 5 && strings.HasPrefix(f[0], "kc-") && f[1] == "1/1" && f[3] == "1" {
+			infra++
+		}
 		if len(listings) > 0 && len(f) == 5 && strings.HasPrefix(f[0], "k8s-demo-default-") && f[1] == "Ready" {
 			listings[len(listings)-1][f[0]] = true
 		}
@@ -127,6 +138,9 @@ func demoCluster(t *testing.T, out string) {
 	}
 	if !clusterReady {
 		t.Errorf("the KubernetesCluster k8s-demo is not shown Ready with 2/2 workers:\n%s", out)
+	}
+	if infra != 3 {
+		t.Errorf("want the cluster's 3 infrastructure controllers shown available, got %d:\n%s", infra, out)
 	}
 	if len(listings) != 2 || len(listings[0]) != 2 || len(listings[1]) != 3 {
 		t.Errorf("want the customer's 2 Ready nodes, then 3 after scaling, listed with its kubeconfig; got %v:\n%s", listings, out)

@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -79,12 +81,23 @@ func decodeAll(t *testing.T, data []byte) []*unstructured.Unstructured {
 	}
 }
 
-func freePort(t *testing.T) int {
+// freePorts returns the first of n consecutive free ports below the kernel's ephemeral range
+// (32768 up by default), where no outgoing connection can take one of them while they are in use.
+func freePorts(t *testing.T, n int) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for try := 0; try < 100; try++ {
+		base := 20000 + rand.IntN(12000-n)
+		free := true
+		for p := base; p < base+n && free; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if free = err == nil; free {
+				_ = l.Close()
+			}
+		}
+		if free {
+			return base
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
 }
