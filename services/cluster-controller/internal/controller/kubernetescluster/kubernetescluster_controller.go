@@ -96,6 +96,8 @@ type scope struct {
 	dataStore string
 	// kubeconfig: the customer's kubeconfig Secret holds the control plane's admin kubeconfig.
 	kubeconfig bool
+	// adminKubeconfig is that kubeconfig, as reconcileKubeconfig verified it.
+	adminKubeconfig []byte
 }
 
 // stallOn marks the cluster's condition False for a spec (or an object in the way) a human must

@@ -31,17 +31,13 @@ func (r *Reconciler) reconcileInfraKubeconfig(ctx context.Context, s *scope) err
 	if r.Options.InfraNamespace == "" || !s.kubeconfig {
 		return nil
 	}
-	src := &corev1.Secret{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: cluster.AdminKubeconfigSecret(kc.Name)}, src); err != nil {
-		return err
-	}
 	m := cluster.InfraMeta(kc, r.Options.InfraNamespace, cluster.InfraKubeconfigSecret(kc.Namespace, kc.Name))
 	// Cluster API's cluster-name label puts the copy in the manager's cache of Secrets.
 	m.Labels[clusterv1.ClusterNameLabel] = kc.Name
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	live := &corev1.Secret{}
 	switch err := r.Get(ctx, key, live); {
-	case err == nil && live.Annotations[clusterapi.AnnotationOwner] != string(kc.UID):
+	case err == nil && !controlledBy(live, kc):
 		msg := fmt.Sprintf("Secret %s exists and was not created by this cluster: it is left alone; delete it", key)
 		s.stallOn(clusterapi.CloudControllersReadyCondition, clusterapi.ConflictReason, msg)
 		return nil
@@ -49,7 +45,7 @@ func (r *Reconciler) reconcileInfraKubeconfig(ctx context.Context, s *scope) err
 		return err
 	}
 	desired := corev1ac.Secret(m.Name, m.Namespace).WithLabels(m.Labels).WithAnnotations(m.Annotations).
-		WithType(corev1.SecretTypeOpaque).WithData(map[string][]byte{"value": src.Data["value"]})
+		WithType(corev1.SecretTypeOpaque).WithData(map[string][]byte{"value": s.adminKubeconfig})
 	if _, err := ssa.Apply(ctx, r.Client, r.Client, key, &corev1.Secret{}, desired, corev1ac.ExtractSecret, FieldOwner); err != nil {
 		conditions.MarkFalse(kc, clusterapi.CloudControllersReadyCondition, clusterapi.ApplyFailedReason, err.Error())
 		return err

@@ -68,6 +68,7 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.kubeconfig = true
+	s.adminKubeconfig = src.Data["value"]
 	kc.Status.KubeconfigSecretName = name
 	return nil
 }
