@@ -193,9 +193,10 @@ node_agent() {
 # (the starter catalog's Kubernetes renders a KubernetesCluster); the cluster-controller makes Cluster
 # API's objects, Cluster API's real managers the Machines, the local provider stand-in the customer's
 # API server and a Node per worker VM. The demo prints the cluster's conditions as they change, then
-# lists the nodes and the ingress add-on (installed by Flux's helm-controller; its chart is the
-# cluster-controller's test fixture, the platform's add-on charts do not exist yet) with the
-# customer's own kubeconfig, and scales the node group through the apps API.
+# lists the nodes, the base add-ons (CNI, CSI node plugin) and the ingress add-on (installed by Flux's
+# helm-controller; their charts are the cluster-controller's test fixtures, the platform's add-on
+# charts do not exist yet) with the customer's own kubeconfig, and scales the node group through the
+# apps API.
 kubernetes_cluster() {
   local cluster=k8s-demo ns=tenant-acme
   say "managed Kubernetes: acme orders a cluster through the apps API (cluster-controller, Cluster API, the local provider stand-in)"
@@ -225,8 +226,10 @@ YAML
   local customer=(kubectl --kubeconfig "$state/$cluster.kubeconfig" --cache-dir "$state/kube-cache-$cluster")
   echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get nodes"
   "${customer[@]}" get nodes | sed 's/^/    /'
-  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get configmaps -n flotilla-ingress   # the ingress add-on, put there by Flux"
-  "${customer[@]}" get configmaps -n flotilla-ingress ingress-settings | sed 's/^/    /'
+  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get configmaps -A -l app.kubernetes.io/managed-by=Helm   # the add-ons, put there by Flux"
+  "${customer[@]}" get configmaps -A -l app.kubernetes.io/managed-by=Helm | sed 's/^/    /'
+  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get csidrivers   # the CSI node plugin's driver, a base add-on"
+  "${customer[@]}" get csidrivers | sed 's/^/    /'
   echo
   say "scaling acme's cluster through the apps API: node group default to 3"
   "${as_acme[@]}" patch -n "$ns" kubernetes demo --type=merge \
@@ -276,9 +279,9 @@ up() {
   build "$state/bin/net-agent" ./services/net-controller/cmd/agent
   build "$state/bin/local-provider" ./services/cluster-controller/cmd/local-provider
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
-  # The platform's add-on charts do not exist yet: the cluster-controller's test fixture stands in
-  # for the ingress add-on (a ConfigMap), served from the same repository.
-  charts+="$root/services/cluster-controller/test/addons/ingress,"
+  # The platform's add-on charts do not exist yet: the cluster-controller's test fixtures stand in
+  # for the CNI, the CSI node plugin and the ingress add-on, served from the same repository.
+  charts+=$(printf "$root/services/cluster-controller/test/addons/%s," cni csi-node ingress)
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
   moddir() { go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }

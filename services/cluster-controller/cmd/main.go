@@ -4,10 +4,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +35,7 @@ func main() {
 	flag.StringVar(&co.Images.CSIProvisioner, "csi-provisioner-image", co.Images.CSIProvisioner, "Image of the CSI external-provisioner beside it.")
 	flag.StringVar(&co.Images.CSIAttacher, "csi-attacher-image", co.Images.CSIAttacher, "Image of the CSI external-attacher beside it.")
 	flag.StringVar(&co.Images.Autoscaler, "autoscaler-image", co.Images.Autoscaler, "Image of cluster-autoscaler (Cluster API provider) run per cluster.")
+	baseAddons := flag.String("base-addons", strings.Join(co.BaseAddons, ","), "Add-ons every cluster gets whatever its spec says, separated by commas (charts of the add-on repository): its CNI and the CSI node plugin. Empty for node images that carry them.")
 	concurrency := flag.Int("concurrency", 4, "How many KubernetesClusters are reconciled at once.")
 	releases := flag.String("releases", "1.37=v1.37.2", "The release run for each minor version, as minor=release pairs separated by commas.")
 	flag.Parse()
@@ -41,6 +44,17 @@ func main() {
 		if minor, release, ok := strings.Cut(strings.TrimSpace(pair), "="); ok {
 			co.PatchVersions[minor] = release
 		}
+	}
+	co.BaseAddons = nil
+	for _, a := range strings.Split(*baseAddons, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(a); len(errs) > 0 {
+			fmt.Fprintf(os.Stderr, "--base-addons: %q is not an add-on's chart name: %s\n", a, strings.Join(errs, "; "))
+			os.Exit(2)
+		}
+		co.BaseAddons = append(co.BaseAddons, a)
 	}
 	if err := run(opts, co, *concurrency); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Cluster controller failed")

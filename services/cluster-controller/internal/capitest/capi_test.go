@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -209,6 +210,18 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 		}
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "flotilla-ingress"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the add-on landed in the management cluster: %v", err)
+		}
+		// The base add-ons come without being asked for: the CNI with the cluster's networks, the
+		// CSI node plugin with where the cluster's volumes are in the platform, and no credential.
+		if err := customer.Get(ctx, client.ObjectKey{Namespace: "flotilla-cni", Name: "cni-settings"}, cm); err != nil || cm.Data["podCIDR"] != cluster.DefaultOptions().PodCIDR {
+			t.Errorf("the CNI add-on's settings in the customer's cluster: %v %v", cm.Data, err)
+		}
+		if err := customer.Get(ctx, client.ObjectKey{Name: "csi.kubevirt.io"}, &storagev1.CSIDriver{}); err != nil {
+			t.Errorf("the CSI node plugin's CSIDriver in the customer's cluster: %v", err)
+		}
+		if err := customer.Get(ctx, client.ObjectKey{Namespace: "flotilla-csi-node", Name: "driver-config"}, cm); err != nil ||
+			cm.Data["infraClusterNamespace"] != "acme" || cm.Data["infraClusterLabels"] != "cluster.x-k8s.io/cluster-name=prod" {
+			t.Errorf("the CSI node plugin's configuration in the customer's cluster: %v %v", cm.Data, err)
 		}
 		// Installed as the add-ons' identity, which Cluster API's ClusterResourceSet bound inside.
 		crb := &rbacv1.ClusterRoleBinding{}

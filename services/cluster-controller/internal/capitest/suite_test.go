@@ -165,7 +165,11 @@ func run(m *testing.M) (int, error) {
 	if err := os.MkdirAll(repoDir, 0o700); err != nil {
 		return 0, err
 	}
-	repo, err := testenv.ServeCharts(repoDir, 0, filepath.Join("..", "..", "test", "addons", "ingress"))
+	var charts []string
+	for _, a := range []string{"cni", "csi-node", "ingress"} {
+		charts = append(charts, filepath.Join("..", "..", "test", "addons", a))
+	}
+	repo, err := testenv.ServeCharts(repoDir, 0, charts...)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
 
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
@@ -17,10 +18,10 @@ import (
 // AddonsAccessKey is the key of the add-ons' ClusterResourceSet Secret holding what it applies.
 const AddonsAccessKey = "access.yaml"
 
-// Addons are the add-ons the spec asks for, by name (the chart of that name in the platform's
-// add-on repository), sorted.
-func Addons(kc *clusterapi.KubernetesCluster) []string {
-	var out []string
+// Addons are the cluster's add-ons by name (the chart of that name in the platform's add-on
+// repository), sorted: the platform's base add-ons and those the spec asks for.
+func Addons(kc *clusterapi.KubernetesCluster, o Options) []string {
+	out := slices.Clone(o.BaseAddons)
 	if kc.Spec.Addons.Ingress {
 		out = append(out, "ingress")
 	}
@@ -28,7 +29,20 @@ func Addons(kc *clusterapi.KubernetesCluster) []string {
 		out = append(out, "monitoring")
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
+}
+
+// AddonValues are the Helm values every add-on is installed with: facts about the cluster that a
+// CNI (its networks) or the CSI node plugin (where its volumes live: the tenant namespace, and the
+// label of the cluster's VMs there, as the CSI controller is told) needs. Data only, no credential.
+func AddonValues(kc *clusterapi.KubernetesCluster, o Options) map[string]any {
+	return map[string]any{"cluster": map[string]any{
+		"name":           kc.Name,
+		"infraNamespace": kc.Namespace,
+		"infraLabels":    map[string]any{clusterv1.ClusterNameLabel: kc.Name},
+		"podCIDR":        o.PodCIDR,
+		"serviceCIDR":    o.ServiceCIDR,
+	}}
 }
 
 // addons are the Flux objects delivering the add-ons into the customer's cluster: a HelmRepository
@@ -38,7 +52,7 @@ func Addons(kc *clusterapi.KubernetesCluster) []string {
 // AddonsIdentity there), and the ClusterResourceSet granting that identity inside. Nothing of
 // the management cluster's credentials is part of them.
 func addons(kc *clusterapi.KubernetesCluster, o Options) []*unstructured.Unstructured {
-	names := Addons(kc)
+	names := Addons(kc, o)
 	if len(names) == 0 {
 		return nil
 	}
@@ -59,6 +73,7 @@ func addons(kc *clusterapi.KubernetesCluster, o Options) []*unstructured.Unstruc
 			"serviceAccountName": AddonsIdentity,
 			"kubeConfig":         map[string]any{"secretRef": map[string]any{"name": AdminKubeconfigSecret(kc.Name), "key": "value"}},
 			"install":            map[string]any{"createNamespace": true},
+			"values":             AddonValues(kc, o),
 			"chart": map[string]any{"spec": map[string]any{
 				"chart": a, "version": "*", "interval": "10m",
 				"sourceRef": map[string]any{"kind": HelmRepositoryGVK.Kind, "name": AddonsName(kc.Name)},

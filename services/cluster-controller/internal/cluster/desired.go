@@ -34,8 +34,12 @@ type Options struct {
 	// PodCIDR and ServiceCIDR are the customer cluster's networks.
 	PodCIDR, ServiceCIDR string
 	// AddonsRepository is the URL of the Helm repository holding the add-on charts, one chart per
-	// add-on named after it (ingress, monitoring).
+	// add-on named after it (cni, csi-node, ingress, monitoring).
 	AddonsRepository string
+	// BaseAddons are the add-ons every cluster gets, whatever its spec says: the CNI, without
+	// which no node becomes Ready, and the KubeVirt CSI node plugin, without which no volume of
+	// the platform attaches. Empty for a platform whose node image carries them.
+	BaseAddons []string
 	// InfraNamespace is the platform's namespace where each cluster's cloud-controller-manager,
 	// CSI controller and cluster-autoscaler run (infra.go); empty runs none.
 	InfraNamespace string
@@ -52,6 +56,7 @@ func DefaultOptions() Options {
 		ServiceCIDR:   "10.96.0.0/12",
 		// The platform's chart server (deploy/catalog/source.yaml serves the catalog beside it).
 		AddonsRepository: "http://charts.flotilla-system.svc/addons/",
+		BaseAddons:       []string{"cni", "csi-node"},
 		Images: InfraImages{
 			CloudController: "quay.io/kubevirt/kubevirt-cloud-controller-manager:v0.5.1",
 			CSIDriver:       "quay.io/kubevirt/kubevirt-csi-driver:v0.4.1",

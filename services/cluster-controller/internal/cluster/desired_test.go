@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,7 +30,12 @@ func makeCluster() *clusterapi.KubernetesCluster {
 
 func desired(t *testing.T, in Inputs) map[string]*unstructured.Unstructured {
 	t.Helper()
-	objs, err := Desired(in, DefaultOptions())
+	return desiredWith(t, in, DefaultOptions())
+}
+
+func desiredWith(t *testing.T, in Inputs, o Options) map[string]*unstructured.Unstructured {
+	t.Helper()
+	objs, err := Desired(in, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,16 +232,26 @@ func TestKamajiSecretsDoNotCollideWithTheCustomersKubeconfig(t *testing.T) {
 
 func TestAddonsAreHelmReleasesIntoTheCustomersCluster(t *testing.T) {
 	kc := makeCluster()
-	if objs := desired(t, Inputs{Cluster: kc, DataStore: "flotilla-acme", WorkerVersion: "v1.37.2"}); objs["HelmRelease/k8s-prod-addon-ingress"] != nil || objs["HelmRepository/k8s-prod-addons"] != nil {
+	in := Inputs{Cluster: kc, DataStore: "flotilla-acme", WorkerVersion: "v1.37.2"}
+	none := DefaultOptions()
+	none.BaseAddons = nil
+	if objs := desiredWith(t, in, none); objs["HelmRelease/k8s-prod-addon-ingress"] != nil || objs["HelmRepository/k8s-prod-addons"] != nil {
 		t.Error("add-on objects without add-ons")
 	}
+	// The CNI and the CSI node plugin come whatever the spec says.
+	if objs := desired(t, in); objs["HelmRelease/k8s-prod-addon-cni"] == nil || objs["HelmRelease/k8s-prod-addon-csi-node"] == nil || objs["HelmRelease/k8s-prod-addon-ingress"] != nil {
+		t.Error("the base add-ons are not (alone) installed")
+	}
 	kc.Spec.Addons = clusterapi.Addons{Ingress: true, Monitoring: true}
-	objs := desired(t, Inputs{Cluster: kc, DataStore: "flotilla-acme", WorkerVersion: "v1.37.2"})
+	if got := Addons(kc, DefaultOptions()); !slices.Equal(got, []string{"cni", "csi-node", "ingress", "monitoring"}) {
+		t.Errorf("Addons: %v", got)
+	}
+	objs := desired(t, in)
 	repo, crs := objs["HelmRepository/k8s-prod-addons"], objs["ClusterResourceSet/k8s-prod-addons"]
 	if repo == nil || crs == nil || str(t, repo, "spec", "url") != DefaultOptions().AddonsRepository {
 		t.Fatalf("add-on source %v, ClusterResourceSet %v", repo, crs)
 	}
-	for _, a := range []string{"ingress", "monitoring"} {
+	for _, a := range []string{"cni", "csi-node", "ingress", "monitoring"} {
 		hr := objs["HelmRelease/k8s-prod-addon-"+a]
 		if hr == nil {
 			t.Fatalf("no HelmRelease of %s", a)
@@ -251,6 +267,12 @@ func TestAddonsAreHelmReleasesIntoTheCustomersCluster(t *testing.T) {
 		}
 		if hr.GetLabels()[clusterapi.LabelAddon] != a || hr.GetOwnerReferences()[0].UID != kc.UID {
 			t.Errorf("%s: labels %v, owners %v", a, hr.GetLabels(), hr.GetOwnerReferences())
+		}
+		// What the CNI and the CSI node plugin need to know, as values: the networks, and where
+		// the cluster's volumes are in the platform (as the CSI controller is told).
+		if str(t, hr, "spec", "values", "cluster", "podCIDR") != DefaultOptions().PodCIDR || str(t, hr, "spec", "values", "cluster", "infraNamespace") != "acme" ||
+			str(t, hr, "spec", "values", "cluster", "infraLabels", "cluster.x-k8s.io/cluster-name") != "k8s-prod" {
+			t.Errorf("%s: values %v", a, hr.Object["spec"].(map[string]any)["values"])
 		}
 	}
 	access, err := AddonsAccess(kc)

@@ -264,6 +264,15 @@ func (p providerStandIn) addonInstalled(ns, name string) {
 	})
 }
 
+// addonsInstalled: helm-controller reports every add-on of the cluster installed.
+func (p providerStandIn) addonsInstalled(ns, name string) {
+	p.t.Helper()
+	for _, a := range cluster.Addons(get(p.t, ns, name), options) {
+		waitObject(p.t, cluster.HelmReleaseGVK, ns, cluster.AddonReleaseName(name, a), nil)
+		p.addonInstalled(ns, cluster.AddonReleaseName(name, a))
+	}
+}
+
 // cloudControllersAvailable: kube-controller-manager's Deployment controller and the kubelets
 // (none run here) report the cluster's infrastructure controllers available.
 func (p providerStandIn) cloudControllersAvailable(ns, name string) {
@@ -284,6 +293,7 @@ func ready(t *testing.T, ns, name string) *clusterapi.KubernetesCluster {
 	p.infrastructureReady(ns, name)
 	p.controlPlaneRunning(ns, name, "v1.37.2")
 	p.cloudControllersAvailable(ns, name)
+	p.addonsInstalled(ns, name)
 	kc := get(t, ns, name)
 	for _, g := range kc.Spec.NodeGroups {
 		md := waitObject(t, cluster.MachineDeploymentGVK, ns, cluster.MachineDeploymentName(name, g.Name), nil)

@@ -43,6 +43,9 @@ var (
 	storageCRDs = filepath.Join(chartDir, "..", "storage-controller", "crds")
 	// infraNamespace is where the clusters' infrastructure controllers run, as the chart sets it.
 	infraNamespace = "flotilla-cluster-infra"
+	// options are the reconciler's: the defaults (the base add-ons among them), with the chart's
+	// infrastructure namespace.
+	options = cluster.DefaultOptions()
 )
 
 // Modules whose CRDs the suite installs, at the versions go.mod pins.
@@ -178,7 +181,6 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	options := cluster.DefaultOptions()
 	options.InfraNamespace = infraNamespace
 	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: options, Retry: time.Second}
 	if err := r.SetupWithManagerAs(mgr, counter.wrap(r)); err != nil {

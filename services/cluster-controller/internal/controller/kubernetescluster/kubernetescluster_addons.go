@@ -28,7 +28,7 @@ import (
 func (r *Reconciler) reconcileAddons(ctx context.Context, s *scope) error {
 	kc := s.kc
 	want := map[string]bool{}
-	for _, a := range cluster.Addons(kc) {
+	for _, a := range cluster.Addons(kc, r.Options) {
 		want[cluster.AddonReleaseName(kc.Name, a)] = true
 	}
 	for _, gvk := range []schema.GroupVersionKind{cluster.HelmReleaseGVK, cluster.HelmRepositoryGVK, cluster.ClusterResourceSetGVK} {
@@ -62,8 +62,7 @@ func (r *Reconciler) reconcileAddons(ctx context.Context, s *scope) error {
 }
 
 // setAddonsReady counts the add-ons whose HelmRelease reports its current generation Ready.
-func setAddonsReady(kc *clusterapi.KubernetesCluster, releases []unstructured.Unstructured) {
-	names := cluster.Addons(kc)
+func setAddonsReady(kc *clusterapi.KubernetesCluster, names []string, releases []unstructured.Unstructured) {
 	if len(names) == 0 {
 		conditions.MarkTrue(kc, clusterapi.AddonsReadyCondition, clusterapi.ReconciledReason, "No add-ons")
 		return

@@ -36,7 +36,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 	setInfrastructureReady(kc, capiCluster)
 	setControlPlaneReady(kc, kcp, s.kubeconfig)
 	setWorkersReady(kc, mds)
-	setAddonsReady(kc, releases)
+	setAddonsReady(kc, cluster.Addons(kc, r.Options), releases)
 	if r.Options.InfraNamespace != "" {
 		deployments, err := r.ownedList(ctx, kc, cluster.DeploymentGVK)
 		if err != nil {
