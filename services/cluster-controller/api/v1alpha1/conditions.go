@@ -56,4 +56,11 @@ const (
 	// the KubernetesCluster it belongs to: no owner reference crosses namespaces, and without
 	// this annotation an object is never changed or deleted.
 	AnnotationOwner = "cluster.flotilla.dev/owner"
+	// LabelClusterUID holds the UID of the KubernetesCluster whose cloud-controller-manager made
+	// a load balancer's Service in the cluster's namespace (the CCM's infraLabels): they are
+	// deleted with the cluster, whose customer Services can no longer release them.
+	LabelClusterUID = "cluster.flotilla.dev/cluster-uid"
+	// LabelTenantService names, on a load balancer's Service made by the KubeVirt
+	// cloud-controller-manager, the customer's Service it serves.
+	LabelTenantService = "cluster.x-k8s.io/tenant-service-name"
 )

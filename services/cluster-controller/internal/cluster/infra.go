@@ -120,7 +120,7 @@ func infra(kc *clusterapi.KubernetesCluster, o Options) ([]runtime.Object, error
 	ns, stem := o.InfraNamespace, InfraName(kc.Namespace, kc.Name)
 	var cfg cloudConfig
 	cfg.Namespace = kc.Namespace
-	cfg.InfraLabels = map[string]string{clusterv1.ClusterNameLabel: kc.Name}
+	cfg.InfraLabels = map[string]string{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)}
 	cfg.LoadBalancer.Enabled, cfg.LoadBalancer.CreationPollInterval = true, 5
 	cfg.InstancesV2.Enabled = true
 	b, err := yaml.Marshal(cfg)

@@ -61,8 +61,11 @@ func TestCloudControllersRunInThePlatformsNamespace(t *testing.T) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: infraNamespace, Name: stem + "-cloud-config"}, cm); err != nil {
 		t.Fatal(err)
 	}
-	var cfg struct{ Namespace string }
-	if err := yaml.Unmarshal([]byte(cm.Data["cloud-config"]), &cfg); err != nil || cfg.Namespace != ns {
+	var cfg struct {
+		Namespace   string
+		InfraLabels map[string]string `json:"infraLabels"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["cloud-config"]), &cfg); err != nil || cfg.Namespace != ns || cfg.InfraLabels[clusterapi.LabelClusterUID] != string(kc.UID) {
 		t.Errorf("cloud-config %q: %v", cm.Data["cloud-config"], err)
 	}
 	for _, c := range cluster.InfraControllers {
@@ -87,6 +90,7 @@ func TestCloudControllersRunInThePlatformsNamespace(t *testing.T) {
 	}
 	p.cloudControllersAvailable(ns, "edge")
 	p.workersReady(ns, "edge-default", 1)
+	p.addonsInstalled(ns, "edge")
 	condition(t, ns, "edge", "Ready", metav1.ConditionTrue, "")
 
 	// Deleted by someone, an object comes back.
@@ -99,7 +103,34 @@ func TestCloudControllersRunInThePlatformsNamespace(t *testing.T) {
 		return err == nil, client.IgnoreNotFound(err)
 	})
 
+	// The CCM's load balancer Services (its labels, from the cloud-config's infraLabels) go with
+	// the cluster; a Service of the tenant's that only looks like one (another cluster's UID, or
+	// none) stays.
+	lb := func(name string, labels map[string]string) *corev1.Service {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}}}
+		if err := k8s.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	ccmLabels := map[string]string{clusterapi.LabelTenantService: "web", "cluster.x-k8s.io/tenant-service-namespace": "default"}
+	for k, v := range cfg.InfraLabels {
+		ccmLabels[k] = v
+	}
+	made := lb("a1b2c3", ccmLabels)
+	lookalike := lb("lookalike", map[string]string{clusterapi.LabelTenantService: "web", "cluster.x-k8s.io/cluster-name": "edge", clusterapi.LabelClusterUID: "another"})
+	tenants := lb("tenants", map[string]string{"cluster.x-k8s.io/cluster-name": "edge", clusterapi.LabelClusterUID: string(kc.UID)})
+
 	deleteAndWait(t, ns, "edge")
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(made), &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the CCM's load balancer Service outlived the cluster: %v", err)
+	}
+	for _, svc := range []*corev1.Service{lookalike, tenants} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}); err != nil {
+			t.Errorf("Service %s, not the CCM's, went with the cluster: %v", svc.Name, err)
+		}
+	}
 	for _, gvk := range cluster.InfraKinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))

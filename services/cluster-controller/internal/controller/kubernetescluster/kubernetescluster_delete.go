@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,10 +68,47 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 			return ctrl.Result{RequeueAfter: r.Retry}, nil
 		}
 	}
+	left, err := r.deleteLoadBalancers(ctx, kc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(left) > 0 {
+		conditions.MarkDeleting(kc, "Deleting the load balancers: waiting for "+strings.Join(left, ", ")+" to go")
+		return ctrl.Result{RequeueAfter: r.Retry}, nil
+	}
 	if err := r.deleteInfraKubeconfig(ctx, kc); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, patch.RemoveFinalizer(ctx, r.Client, kc, Finalizer)
+}
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;delete
+
+// deleteLoadBalancers deletes the Services the cluster's cloud-controller-manager made in its
+// namespace for the customer's LoadBalancer Services, once the CCM is gone: with the customer's
+// cluster goes whatever would have told it to release them. They are known by the labels the CCM
+// puts on them, the cluster's UID among them (its cloud-config); read past the cache, which holds
+// no Services, on deletion only. It returns those still there.
+func (r *Reconciler) deleteLoadBalancers(ctx context.Context, kc *clusterapi.KubernetesCluster) ([]string, error) {
+	if r.Options.InfraNamespace == "" {
+		return nil, nil
+	}
+	list := &corev1.ServiceList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(kc.Namespace), client.HasLabels{clusterapi.LabelTenantService},
+		client.MatchingLabels{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)}); err != nil {
+		return nil, err
+	}
+	var left []string
+	for i := range list.Items {
+		svc := &list.Items[i]
+		left = append(left, "Service/"+svc.Name)
+		if svc.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("deleting the load balancer Service %s: %w", svc.Name, err)
+			}
+		}
+	}
+	return left, nil
 }
 
 // deleteInfraKubeconfig deletes the cluster's copy of its kubeconfig in the infrastructure
