@@ -270,10 +270,13 @@ func TestDeletionRemovesWorkersBeforeControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitObject(t, cluster.MachineDeploymentGVK, ns, "old-default", func(u *unstructured.Unstructured) bool { return !u.GetDeletionTimestamp().IsZero() })
-	kc := condition(t, ns, "old", "Ready", metav1.ConditionFalse, fmeta.DeletingReason)
-	if msg := meta.FindStatusCondition(kc.Status.Conditions, "Ready").Message; !strings.Contains(msg, "MachineDeployment/old-default") {
-		t.Errorf("Ready does not name what the deletion waits for: %q", msg)
-	}
+	// The reconcile that deleted the MachineDeployment writes its status after: Ready names the
+	// workers once that write lands (an earlier stage's message until then).
+	eventually(t, "Ready naming what the deletion waits for", func() (bool, error) {
+		c := meta.FindStatusCondition(get(t, ns, "old").Status.Conditions, "Ready")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == fmeta.DeletingReason &&
+			strings.Contains(c.Message, "MachineDeployment/old-default"), nil
+	})
 	for _, gvk := range []struct{ kind, name string }{{"KamajiControlPlane", "old-control-plane"}, {"Cluster", "old"}} {
 		gv := cluster.KamajiControlPlaneGVK
 		if gvk.kind == "Cluster" {
