@@ -220,7 +220,8 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 			t.Errorf("the CSI node plugin's CSIDriver in the customer's cluster: %v", err)
 		}
 		if err := customer.Get(ctx, client.ObjectKey{Namespace: "flotilla-csi-node", Name: "driver-config"}, cm); err != nil ||
-			cm.Data["infraClusterNamespace"] != "acme" || cm.Data["infraClusterLabels"] != "cluster.x-k8s.io/cluster-name=prod" {
+			cm.Data["infraClusterNamespace"] != "acme" || !strings.Contains(cm.Data["infraClusterLabels"], "cluster.x-k8s.io/cluster-name=prod") ||
+			!strings.Contains(cm.Data["infraClusterLabels"], "cluster.flotilla.dev/cluster-uid="+string(kc.UID)) {
 			t.Errorf("the CSI node plugin's configuration in the customer's cluster: %v %v", cm.Data, err)
 		}
 		// Installed as the add-ons' identity, which Cluster API's ClusterResourceSet bound inside.

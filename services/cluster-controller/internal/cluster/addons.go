@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
 
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
@@ -34,12 +33,16 @@ func Addons(kc *clusterapi.KubernetesCluster, o Options) []string {
 
 // AddonValues are the Helm values every add-on is installed with: facts about the cluster that a
 // CNI (its networks) or the CSI node plugin (where its volumes live: the tenant namespace, and the
-// label of the cluster's VMs there, as the CSI controller is told) needs. Data only, no credential.
+// labels the CSI controller puts on them there, InfraLabels) needs. Data only, no credential.
 func AddonValues(kc *clusterapi.KubernetesCluster, o Options) map[string]any {
+	infraLabels := map[string]any{}
+	for k, v := range InfraLabels(kc) {
+		infraLabels[k] = v
+	}
 	return map[string]any{"cluster": map[string]any{
 		"name":           kc.Name,
 		"infraNamespace": kc.Namespace,
-		"infraLabels":    map[string]any{clusterv1.ClusterNameLabel: kc.Name},
+		"infraLabels":    infraLabels,
 		"podCIDR":        o.PodCIDR,
 		"serviceCIDR":    o.ServiceCIDR,
 	}}

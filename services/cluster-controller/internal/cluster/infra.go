@@ -3,6 +3,9 @@ package cluster
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -110,6 +113,25 @@ type cloudConfig struct {
 	} `json:"instancesV2"`
 }
 
+// InfraLabels are the labels the cluster's cloud controllers put on what they make in its
+// namespace: the CCM on its load balancers' Services (its cloud-config's infraLabels), the CSI
+// controller on the DataVolumes of the customer's volumes (CDI copies them to their claims). The
+// cluster's name and UID, by which its deletion finds them, and its app's release, by which the
+// usage-api counts the volumes as the app's and the apps API applies the app's volume policy.
+func InfraLabels(kc *clusterapi.KubernetesCluster) map[string]string {
+	return usageLabels(kc, map[string]string{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)})
+}
+
+// labelList is labels as the CSI driver's flag takes them: name=value pairs, separated by commas,
+// in key order. Label values hold no comma or equals sign.
+func labelList(labels map[string]string) string {
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	return strings.Join(pairs, ",")
+}
+
 // kubeconfigMount is where the infrastructure controllers find the customer's kubeconfig.
 const kubeconfigMount = "/etc/kubernetes/kubeconfig"
 
@@ -120,7 +142,7 @@ func infra(kc *clusterapi.KubernetesCluster, o Options) ([]runtime.Object, error
 	ns, stem := o.InfraNamespace, InfraName(kc.Namespace, kc.Name)
 	var cfg cloudConfig
 	cfg.Namespace = kc.Namespace
-	cfg.InfraLabels = map[string]string{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)}
+	cfg.InfraLabels = InfraLabels(kc)
 	cfg.LoadBalancer.Enabled, cfg.LoadBalancer.CreationPollInterval = true, 5
 	cfg.InstancesV2.Enabled = true
 	b, err := yaml.Marshal(cfg)
@@ -153,7 +175,7 @@ func infra(kc *clusterapi.KubernetesCluster, o Options) ([]runtime.Object, error
 		infraDeployment(kc, o, CSIControllerSuffix, []corev1.Container{{
 			Name: "csi-driver", Image: o.Images.CSIDriver,
 			Args: []string{"--endpoint=unix:///csi/csi.sock", "--infra-cluster-namespace=" + kc.Namespace,
-				"--infra-cluster-labels=" + clusterv1.ClusterNameLabel + "=" + kc.Name,
+				"--infra-cluster-labels=" + labelList(InfraLabels(kc)),
 				"--tenant-cluster-kubeconfig=" + kubeconfigMount + "/value",
 				"--run-node-service=false", "--run-controller-service=true"},
 		}, {

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
 
@@ -88,5 +91,35 @@ func TestCloudConfigNamesTheClustersNamespace(t *testing.T) {
 			cfg.InfraLabels[clusterv1.ClusterNameLabel] != kc.Name || !cfg.LoadBalancer.Enabled {
 			t.Errorf("cloud-config %+v: %v", cfg, err)
 		}
+	}
+}
+
+// What the cloud controllers make in the cluster's namespace is labelled with the cluster's name,
+// its UID (its deletion finds them by both) and its app's release (the usage-api and the app's
+// volume policy find the customer's volumes by it): the CCM through its cloud-config, the CSI
+// controller through its flag, and the CSI node plugin is told the same.
+func TestTheCloudControllersLabelWhatTheyMake(t *testing.T) {
+	kc := makeCluster()
+	kc.Labels = map[string]string{"app.kubernetes.io/instance": "kubernetes-prod"}
+	want := map[string]string{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID), "app.kubernetes.io/instance": "kubernetes-prod"}
+	if got := InfraLabels(kc); !maps.Equal(got, want) {
+		t.Errorf("InfraLabels: %v", got)
+	}
+	o := DefaultOptions()
+	o.InfraNamespace = "infra"
+	objs := desiredWith(t, Inputs{Cluster: kc, WorkerVersion: "v1.37.2"}, o)
+	csi := objs["Deployment/"+InfraName(kc.Namespace, kc.Name)+"-"+CSIControllerSuffix]
+	if csi == nil {
+		t.Fatal("no CSI controller")
+	}
+	containers, _, _ := unstructured.NestedSlice(csi.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	flag := "--infra-cluster-labels=app.kubernetes.io/instance=kubernetes-prod,cluster.flotilla.dev/cluster-uid=" + string(kc.UID) + ",cluster.x-k8s.io/cluster-name=" + kc.Name
+	if !slices.Contains(args, flag) {
+		t.Errorf("CSI controller args %v lack %s", args, flag)
+	}
+	values, _, _ := unstructured.NestedStringMap(objs["HelmRelease/"+AddonReleaseName(kc.Name, "csi-node")].Object, "spec", "values", "cluster", "infraLabels")
+	if !maps.Equal(values, want) {
+		t.Errorf("the CSI node plugin is told %v", values)
 	}
 }

@@ -33,6 +33,9 @@ var (
 // SchedulingClassGVK is the storage-controller's placement kind, which a cluster may name.
 var SchedulingClassGVK = storagepolicyv1.GroupVersion.WithKind("SchedulingClass")
 
+// DataVolumeGVK is CDI's DataVolume: the CSI controller makes one per volume of the customer's.
+var DataVolumeGVK = schema.GroupVersionKind{Group: "cdi.kubevirt.io", Version: "v1beta1", Kind: "DataVolume"}
+
 // AddonsName names the add-ons' HelmRepository, ClusterResourceSet and its Secret of cluster name.
 func AddonsName(name string) string { return name + "-addons" }
 

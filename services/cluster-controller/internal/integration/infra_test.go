@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -103,32 +104,52 @@ func TestCloudControllersRunInThePlatformsNamespace(t *testing.T) {
 		return err == nil, client.IgnoreNotFound(err)
 	})
 
-	// The CCM's load balancer Services (its labels, from the cloud-config's infraLabels) go with
-	// the cluster; a Service of the tenant's that only looks like one (another cluster's UID, or
-	// none) stays.
-	lb := func(name string, labels map[string]string) *corev1.Service {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}}}
-		if err := k8s.Create(ctx, svc); err != nil {
+	// What the cloud controllers made in the cluster's namespace goes with the cluster: the CCM's
+	// load balancer Services (its labels: the cloud-config's infraLabels and the customer Service's
+	// name) and the CSI controller's DataVolumes (the same labels, its flag). A Service or a
+	// DataVolume of the tenant's that only looks like one (another cluster's UID, or none) stays.
+	made, kept := map[client.Object]bool{}, map[client.Object]bool{}
+	add := func(o client.Object, labels map[string]string, keep bool) {
+		o.SetNamespace(ns)
+		o.SetLabels(labels)
+		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
-		return svc
+		if keep {
+			kept[o] = true
+		} else {
+			made[o] = true
+		}
 	}
+	lbSpec := corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}}
 	ccmLabels := map[string]string{clusterapi.LabelTenantService: "web", "cluster.x-k8s.io/tenant-service-namespace": "default"}
-	for k, v := range cfg.InfraLabels {
-		ccmLabels[k] = v
+	maps.Copy(ccmLabels, cfg.InfraLabels)
+	add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a1b2c3"}, Spec: lbSpec}, ccmLabels, false)
+	add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "lookalike"}, Spec: lbSpec},
+		map[string]string{clusterapi.LabelTenantService: "web", "cluster.x-k8s.io/cluster-name": "edge", clusterapi.LabelClusterUID: "another"}, true)
+	add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "tenants"}, Spec: lbSpec},
+		map[string]string{"cluster.x-k8s.io/cluster-name": "edge", clusterapi.LabelClusterUID: string(kc.UID)}, true)
+	dataVolume := func(name string) *unstructured.Unstructured {
+		dv := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"source":  map[string]any{"blank": map[string]any{}},
+			"storage": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}},
+		}}}
+		dv.SetGroupVersionKind(cluster.DataVolumeGVK)
+		dv.SetName(name)
+		return dv
 	}
-	made := lb("a1b2c3", ccmLabels)
-	lookalike := lb("lookalike", map[string]string{clusterapi.LabelTenantService: "web", "cluster.x-k8s.io/cluster-name": "edge", clusterapi.LabelClusterUID: "another"})
-	tenants := lb("tenants", map[string]string{"cluster.x-k8s.io/cluster-name": "edge", clusterapi.LabelClusterUID: string(kc.UID)})
+	add(dataVolume("pvc-0b1c"), cluster.InfraLabels(kc), false)
+	add(dataVolume("root-like"), map[string]string{"cluster.x-k8s.io/cluster-name": "edge"}, true)
 
 	deleteAndWait(t, ns, "edge")
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(made), &corev1.Service{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the CCM's load balancer Service outlived the cluster: %v", err)
+	for o := range made {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s, made by the cloud controllers, outlived the cluster: %v", o, o.GetName(), err)
+		}
 	}
-	for _, svc := range []*corev1.Service{lookalike, tenants} {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}); err != nil {
-			t.Errorf("Service %s, not the CCM's, went with the cluster: %v", svc.Name, err)
+	for o := range kept {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Errorf("%T %s, not the cloud controllers', went with the cluster: %v", o, o.GetName(), err)
 		}
 	}
 	for _, gvk := range cluster.InfraKinds {

@@ -39,6 +39,8 @@ var (
 	counter  = &reconcileCounter{done: map[types.NamespacedName]int{}}
 	chartDir = filepath.Join("..", "..", "..", "..", "deploy", "charts", "cluster-controller")
 	kamaji   = filepath.Join("..", "..", "test", "crds", "kamaji")
+	// CDI's DataVolume, which the clusters' CSI controllers make (generated from CDI's API types).
+	cdi = filepath.Join("..", "..", "test", "crds", "cdi")
 	// The storage-controller's CRDs: SchedulingClass, which a cluster may name.
 	storageCRDs = filepath.Join(chartDir, "..", "storage-controller", "crds")
 	// infraNamespace is where the clusters' infrastructure controllers run, as the chart sets it.
@@ -135,7 +137,7 @@ func run(m *testing.M) (int, error) {
 	}
 	// The kubeadm bootstrap provider's CRDs are in the cluster-api module too.
 	kubeadm := filepath.Join(dirs[0], "..", "..", "..", "bootstrap", "kubeadm", "config", "crd", "bases")
-	env, err = testenv.Start(testenv.Options{CRDDirs: append(dirs, kubeadm, kamaji, storageCRDs, filepath.Join(chartDir, "crds")), Scheme: scheme})
+	env, err = testenv.Start(testenv.Options{CRDDirs: append(dirs, kubeadm, kamaji, cdi, storageCRDs, filepath.Join(chartDir, "crds")), Scheme: scheme})
 	if err != nil {
 		return 0, err
 	}

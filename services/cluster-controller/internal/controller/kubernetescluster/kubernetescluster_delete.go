@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -68,12 +70,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 			return ctrl.Result{RequeueAfter: r.Retry}, nil
 		}
 	}
-	left, err := r.deleteLoadBalancers(ctx, kc)
+	left, err := r.deleteControllersObjects(ctx, kc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(left) > 0 {
-		conditions.MarkDeleting(kc, "Deleting the load balancers: waiting for "+strings.Join(left, ", ")+" to go")
+		conditions.MarkDeleting(kc, "Deleting what the cloud controllers made: waiting for "+strings.Join(left, ", ")+" to go")
 		return ctrl.Result{RequeueAfter: r.Retry}, nil
 	}
 	if err := r.deleteInfraKubeconfig(ctx, kc); err != nil {
@@ -83,28 +85,51 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 }
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;delete
+// +kubebuilder:rbac:groups=cdi.kubevirt.io,resources=datavolumes,verbs=list;delete
 
-// deleteLoadBalancers deletes the Services the cluster's cloud-controller-manager made in its
-// namespace for the customer's LoadBalancer Services, once the CCM is gone: with the customer's
-// cluster goes whatever would have told it to release them. They are known by the labels the CCM
-// puts on them, the cluster's UID among them (its cloud-config); read past the cache, which holds
-// no Services, on deletion only. It returns those still there.
-func (r *Reconciler) deleteLoadBalancers(ctx context.Context, kc *clusterapi.KubernetesCluster) ([]string, error) {
+// controllersObjects are what the cluster's cloud controllers make in its namespace, labelled with
+// cluster.InfraLabels: the CCM's Services of the customer's LoadBalancer Services (which also
+// carry the customer Service's name), and the CSI controller's DataVolumes of the customer's
+// volumes.
+var controllersObjects = []struct {
+	gvk    schema.GroupVersionKind
+	marker string
+}{
+	{schema.GroupVersionKind{Version: "v1", Kind: "Service"}, clusterapi.LabelTenantService},
+	{cluster.DataVolumeGVK, ""},
+}
+
+// deleteControllersObjects deletes, once the cloud controllers are gone, what they made for the
+// cluster: with the customer's cluster goes whatever would have told them to release it. They are
+// known by the cluster's name and UID among their labels; read past the cache, which holds neither
+// kind, on deletion only. A DataVolume takes its claim with it unless the app's volume policy kept
+// the claim (the apps API then removed the claim's owner reference). A platform without CDI has
+// no DataVolumes. It returns what is still there.
+func (r *Reconciler) deleteControllersObjects(ctx context.Context, kc *clusterapi.KubernetesCluster) ([]string, error) {
 	if r.Options.InfraNamespace == "" {
 		return nil, nil
 	}
-	list := &corev1.ServiceList{}
-	if err := r.APIReader.List(ctx, list, client.InNamespace(kc.Namespace), client.HasLabels{clusterapi.LabelTenantService},
-		client.MatchingLabels{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)}); err != nil {
-		return nil, err
-	}
 	var left []string
-	for i := range list.Items {
-		svc := &list.Items[i]
-		left = append(left, "Service/"+svc.Name)
-		if svc.DeletionTimestamp.IsZero() {
-			if err := r.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
-				return nil, fmt.Errorf("deleting the load balancer Service %s: %w", svc.Name, err)
+	for _, kind := range controllersObjects {
+		opts := []client.ListOption{client.InNamespace(kc.Namespace),
+			client.MatchingLabels{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)}}
+		if kind.marker != "" {
+			opts = append(opts, client.HasLabels{kind.marker})
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(kind.gvk.GroupVersion().WithKind(kind.gvk.Kind + "List"))
+		if err := r.APIReader.List(ctx, list, opts...); meta.IsNoMatchError(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			left = append(left, kind.gvk.Kind+"/"+o.GetName())
+			if o.GetDeletionTimestamp().IsZero() {
+				if err := r.Delete(ctx, o, client.Preconditions{UID: ptrUID(o)}); client.IgnoreNotFound(err) != nil {
+					return nil, fmt.Errorf("deleting %s %s: %w", kind.gvk.Kind, o.GetName(), err)
+				}
 			}
 		}
 	}
