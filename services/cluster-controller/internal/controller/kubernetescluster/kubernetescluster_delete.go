@@ -21,13 +21,16 @@ import (
 )
 
 // deletionStages are torn down in order, each only once the one before is gone: the workers
-// (whose machines drain against a working control plane), then the add-ons, then the control
-// plane and the infrastructure.
+// (whose machines drain against a working control plane), then the add-ons, then the cloud
+// controllers, the control plane and the infrastructure, and last what the cloud controllers made.
 var deletionStages = []struct {
 	name  string
 	kinds []schema.GroupVersionKind
 	// suffix, if set, limits the stage to the objects whose names end in it.
 	suffix string
+	// made: the stage's objects are not the cluster's own but what its cloud controllers made for
+	// it (madeByCloudControllers).
+	made bool
 }{
 	// Nothing may scale a cluster being deleted.
 	{name: "autoscaler", kinds: []schema.GroupVersionKind{cluster.DeploymentGVK}, suffix: "-" + cluster.AutoscalerSuffix},
@@ -39,16 +42,23 @@ var deletionStages = []struct {
 	// go once the workers have.
 	{name: "cloud controllers", kinds: append([]schema.GroupVersionKind{cluster.RoleBindingGVK}, cluster.InfraKinds...)},
 	{name: "control plane", kinds: []schema.GroupVersionKind{cluster.ClusterGVK, cluster.KamajiControlPlaneGVK, cluster.KubevirtClusterGVK}},
+	// With the customer's cluster goes whatever would have told them to release these.
+	{name: "load balancers and volumes", kinds: []schema.GroupVersionKind{serviceGVK, cluster.DataVolumeGVK}, made: true},
 }
 
 // reconcileDelete deletes the owned objects stage by stage, says in Ready what it waits for, and
-// removes the finalizer once nothing is left. Only objects the cluster controls are deleted.
+// removes the finalizer once nothing is left. Only objects the cluster controls, or its cloud
+// controllers made for it, are deleted.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	kc := s.kc
 	for _, stage := range deletionStages {
 		var left []string
 		for _, gvk := range stage.kinds {
-			objs, err := r.ownedList(ctx, kc, gvk)
+			list := r.ownedList
+			if stage.made {
+				list = r.madeByCloudControllers
+			}
+			objs, err := list(ctx, kc, gvk)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
@@ -70,14 +80,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 			return ctrl.Result{RequeueAfter: r.Retry}, nil
 		}
 	}
-	left, err := r.deleteControllersObjects(ctx, kc)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(left) > 0 {
-		conditions.MarkDeleting(kc, "Deleting what the cloud controllers made: waiting for "+strings.Join(left, ", ")+" to go")
-		return ctrl.Result{RequeueAfter: r.Retry}, nil
-	}
 	if err := r.deleteInfraKubeconfig(ctx, kc); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -87,53 +89,30 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;delete
 // +kubebuilder:rbac:groups=cdi.kubevirt.io,resources=datavolumes,verbs=list;delete
 
-// controllersObjects are what the cluster's cloud controllers make in its namespace, labelled with
-// cluster.InfraLabels: the CCM's Services of the customer's LoadBalancer Services (which also
-// carry the customer Service's name), and the CSI controller's DataVolumes of the customer's
-// volumes.
-var controllersObjects = []struct {
-	gvk    schema.GroupVersionKind
-	marker string
-}{
-	{schema.GroupVersionKind{Version: "v1", Kind: "Service"}, clusterapi.LabelTenantService},
-	{cluster.DataVolumeGVK, ""},
-}
+var serviceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
 
-// deleteControllersObjects deletes, once the cloud controllers are gone, what they made for the
-// cluster: with the customer's cluster goes whatever would have told them to release it. They are
-// known by the cluster's name and UID among their labels; read past the cache, which holds neither
-// kind, on deletion only. A DataVolume takes its claim with it unless the app's volume policy kept
-// the claim (the apps API then removed the claim's owner reference). A platform without CDI has
-// no DataVolumes. It returns what is still there.
-func (r *Reconciler) deleteControllersObjects(ctx context.Context, kc *clusterapi.KubernetesCluster) ([]string, error) {
+// madeByCloudControllers lists what the cluster's cloud controllers made of kind gvk in its
+// namespace: the CCM's Services of the customer's LoadBalancer Services (which carry the customer
+// Service's name too), and the CSI controller's DataVolumes of the customer's volumes. They are
+// known by the cluster's name and UID among their labels (cluster.InfraLabels); read past the
+// cache, which holds neither kind, on deletion only. A DataVolume takes its claim with it unless
+// the app's volume policy kept the claim (the apps API then removed the claim's owner reference).
+// A platform without CDI has no DataVolumes.
+func (r *Reconciler) madeByCloudControllers(ctx context.Context, kc *clusterapi.KubernetesCluster, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
 	if r.Options.InfraNamespace == "" {
 		return nil, nil
 	}
-	var left []string
-	for _, kind := range controllersObjects {
-		opts := []client.ListOption{client.InNamespace(kc.Namespace),
-			client.MatchingLabels{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)}}
-		if kind.marker != "" {
-			opts = append(opts, client.HasLabels{kind.marker})
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(kind.gvk.GroupVersion().WithKind(kind.gvk.Kind + "List"))
-		if err := r.APIReader.List(ctx, list, opts...); meta.IsNoMatchError(err) {
-			continue
-		} else if err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			left = append(left, kind.gvk.Kind+"/"+o.GetName())
-			if o.GetDeletionTimestamp().IsZero() {
-				if err := r.Delete(ctx, o, client.Preconditions{UID: ptrUID(o)}); client.IgnoreNotFound(err) != nil {
-					return nil, fmt.Errorf("deleting %s %s: %w", kind.gvk.Kind, o.GetName(), err)
-				}
-			}
-		}
+	opts := []client.ListOption{client.InNamespace(kc.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: kc.Name, clusterapi.LabelClusterUID: string(kc.UID)}}
+	if gvk == serviceGVK {
+		opts = append(opts, client.HasLabels{clusterapi.LabelTenantService})
 	}
-	return left, nil
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := r.APIReader.List(ctx, list, opts...); err != nil && !meta.IsNoMatchError(err) {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 // deleteInfraKubeconfig deletes the cluster's copy of its kubeconfig in the infrastructure
