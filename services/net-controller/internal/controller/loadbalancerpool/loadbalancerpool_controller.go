@@ -53,7 +53,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	held, err := r.held(ctx, p.Name)
+	held, err := r.held(ctx, r.Client, p.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -136,7 +136,7 @@ func (r *Reconciler) reconcileAdvertisement(ctx context.Context, s *scope) error
 // brings the pool back here.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	if s.held == 0 {
-		held, err := r.count(ctx, r.APIReader, s.pool.Name)
+		held, err := r.held(ctx, r.APIReader, s.pool.Name)
 		if err != nil {
 			return err
 		}
@@ -172,12 +172,9 @@ func (r *Reconciler) liveAdvertisement(ctx context.Context, name string) (*unstr
 	return live, err
 }
 
-// held counts the IPAddressPools the controller made from the pool (in MetalLB's namespace).
-func (r *Reconciler) held(ctx context.Context, pool string) (int, error) {
-	return r.count(ctx, r.Client, pool)
-}
-
-func (r *Reconciler) count(ctx context.Context, from client.Reader, pool string) (int, error) {
+// held counts, as from reads them, the IPAddressPools the controller made from the pool (in
+// MetalLB's namespace).
+func (r *Reconciler) held(ctx context.Context, from client.Reader, pool string) (int, error) {
 	list := metallb.ListMeta(metallb.IPAddressPoolGVK)
 	if err := from.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels(metallb.PoolSelector(pool))); err != nil {
 		return 0, err
