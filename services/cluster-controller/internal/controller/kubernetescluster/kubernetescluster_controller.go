@@ -94,11 +94,13 @@ type scope struct {
 	ns        *corev1.Namespace
 	stall     *conditions.Stall
 	dataStore string
-	// kubeconfig: the customer's kubeconfig Secret holds the control plane's admin kubeconfig.
-	kubeconfig bool
-	// adminKubeconfig is that kubeconfig, as reconcileKubeconfig verified it.
+	// adminKubeconfig is the control plane's admin kubeconfig, as reconcileKubeconfig verified it
+	// and wrote it into the customer's kubeconfig Secret; empty until then.
 	adminKubeconfig []byte
 }
+
+// kubeconfig: the customer's kubeconfig Secret holds the control plane's admin kubeconfig.
+func (s *scope) kubeconfig() bool { return len(s.adminKubeconfig) > 0 }
 
 // stallOn marks the cluster's condition False for a spec (or an object in the way) a human must
 // fix, and stalls the reconcile there.

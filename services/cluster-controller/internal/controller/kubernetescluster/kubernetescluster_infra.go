@@ -28,7 +28,7 @@ import (
 // ServiceAccount and cloud-config are among the desired objects.
 func (r *Reconciler) reconcileInfraKubeconfig(ctx context.Context, s *scope) error {
 	kc := s.kc
-	if r.Options.InfraNamespace == "" || !s.kubeconfig {
+	if r.Options.InfraNamespace == "" || !s.kubeconfig() {
 		return nil
 	}
 	m := cluster.InfraMeta(kc, r.Options.InfraNamespace, cluster.InfraKubeconfigSecret(kc.Namespace, kc.Name))

@@ -67,7 +67,6 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 		conditions.MarkFalse(kc, clusterapi.ControlPlaneReadyCondition, clusterapi.ApplyFailedReason, err.Error())
 		return err
 	}
-	s.kubeconfig = true
 	s.adminKubeconfig = src.Data["value"]
 	kc.Status.KubeconfigSecretName = name
 	return nil

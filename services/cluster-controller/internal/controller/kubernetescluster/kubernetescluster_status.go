@@ -34,7 +34,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 		return err
 	}
 	setInfrastructureReady(kc, capiCluster)
-	setControlPlaneReady(kc, kcp, s.kubeconfig)
+	setControlPlaneReady(kc, kcp, s.kubeconfig())
 	setWorkersReady(kc, mds)
 	setAddonsReady(kc, cluster.Addons(kc, r.Options), releases)
 	if r.Options.InfraNamespace != "" {
@@ -42,7 +42,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, s *scope) error {
 		if err != nil {
 			return err
 		}
-		setCloudControllersReady(kc, s.kubeconfig, r.Options.InfraNamespace, deployments)
+		setCloudControllersReady(kc, s.kubeconfig(), r.Options.InfraNamespace, deployments)
 	}
 	return nil
 }
