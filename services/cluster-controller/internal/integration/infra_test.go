@@ -140,6 +140,15 @@ func TestCloudControllersRunInThePlatformsNamespace(t *testing.T) {
 	}
 	add(dataVolume("pvc-0b1c"), cluster.InfraLabels(kc), false)
 	add(dataVolume("root-like"), map[string]string{"cluster.x-k8s.io/cluster-name": "edge"}, true)
+	// Labels are the tenant's to write: a DataVolume that has a controller (a VM's disk) is not the
+	// CSI controller's, whatever its labels say.
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm-standin"}}
+	if err := k8s.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	owned := dataVolume("vm-disk")
+	owned.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))})
+	add(owned, cluster.InfraLabels(kc), true)
 
 	deleteAndWait(t, ns, "edge")
 	for o := range made {

@@ -3,10 +3,12 @@ package kubernetescluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -97,7 +99,8 @@ var serviceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
 // known by the cluster's name and UID among their labels (cluster.InfraLabels); read past the
 // cache, which holds neither kind, on deletion only. A DataVolume takes its claim with it unless
 // the app's volume policy kept the claim (the apps API then removed the claim's owner reference).
-// A platform without CDI has no DataVolumes.
+// A platform without CDI has no DataVolumes. Labels can be written by the tenant: only objects
+// without a controller are taken.
 func (r *Reconciler) madeByCloudControllers(ctx context.Context, kc *clusterapi.KubernetesCluster, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
 	if r.Options.InfraNamespace == "" {
 		return nil, nil
@@ -112,7 +115,9 @@ func (r *Reconciler) madeByCloudControllers(ctx context.Context, kc *clusterapi.
 	if err := r.APIReader.List(ctx, list, opts...); err != nil && !meta.IsNoMatchError(err) {
 		return nil, err
 	}
-	return list.Items, nil
+	// The cloud controllers set no controller: an object with one (a VM's disk, an app's Service)
+	// is someone else's, whatever its labels say.
+	return slices.DeleteFunc(list.Items, func(o unstructured.Unstructured) bool { return metav1.GetControllerOf(&o) != nil }), nil
 }
 
 // deleteInfraKubeconfig deletes the cluster's copy of its kubeconfig in the infrastructure
