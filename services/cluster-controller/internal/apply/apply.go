@@ -28,10 +28,9 @@ const AnnotationApplied = "cluster.flotilla.dev/applied"
 // is never changed or adopted.
 var ErrNotOwned = errors.New("exists and was not created by this cluster")
 
-// Apply server-side applies desired under fieldOwner with ForceOwnership unless the live object
-// (read from r) already holds it. The live object must be controlled by the UID named in desired's
-// controller reference (or clusterapi.AnnotationOwner), or be absent. It reports whether a request was sent.
-func Apply(ctx context.Context, c client.Client, r client.Reader, desired *unstructured.Unstructured, fieldOwner string) (bool, error) {
+// Apply server-side applies desired under fieldOwner with ForceOwnership unless live (what Live
+// read for desired; nil when there is none) already holds it. It reports whether a request was sent.
+func Apply(ctx context.Context, c client.Client, desired, live *unstructured.Unstructured, fieldOwner string) (bool, error) {
 	desired = desired.DeepCopy()
 	sum, err := hash(desired)
 	if err != nil {
@@ -43,42 +42,30 @@ func Apply(ctx context.Context, c client.Client, r client.Reader, desired *unstr
 	}
 	ann[AnnotationApplied] = sum
 	desired.SetAnnotations(ann)
-
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(desired.GroupVersionKind())
-	key := types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}
-	switch err := get(ctx, r, desired, live); {
-	case err == nil:
-		if live.GetAnnotations()[AnnotationApplied] == sum && ContainsObject(live.Object, desired.Object) {
-			return false, nil
-		}
-	case !apierrors.IsNotFound(err):
-		return false, err
+	if live != nil && live.GetAnnotations()[AnnotationApplied] == sum && ContainsObject(live.Object, desired.Object) {
+		return false, nil
 	}
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("applying %s %s: %w", desired.GetKind(), key, err)
+		return false, fmt.Errorf("applying %s %s/%s: %w", desired.GetKind(), desired.GetNamespace(), desired.GetName(), err)
 	}
 	return true, nil
 }
 
-// Foreign returns ErrNotOwned when an object of desired's name exists that is not controlled by
-// the owner desired names (nil when there is none, or it is the owner's).
-func Foreign(ctx context.Context, r client.Reader, desired *unstructured.Unstructured) error {
+// Live reads (from r) the live object of desired's name: nil when there is none, ErrNotOwned when
+// it is not controlled by the owner desired names. Such an object is never changed or adopted.
+func Live(ctx context.Context, r client.Reader, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(desired.GroupVersionKind())
-	return client.IgnoreNotFound(get(ctx, r, desired, live))
-}
-
-// get reads the live object of desired's name into live; ErrNotOwned when it is someone else's.
-func get(ctx context.Context, r client.Reader, desired, live *unstructured.Unstructured) error {
 	key := types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}
-	if err := r.Get(ctx, key, live); err != nil {
-		return err
+	switch err := r.Get(ctx, key, live); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !controlledBySame(live, desired):
+		return nil, fmt.Errorf("%s %s: %w", desired.GetKind(), key, ErrNotOwned)
 	}
-	if !controlledBySame(live, desired) {
-		return fmt.Errorf("%s %s: %w", desired.GetKind(), key, ErrNotOwned)
-	}
-	return nil
+	return live, nil
 }
 
 // controlledBySame reports whether live has the owner desired names: its controller reference,

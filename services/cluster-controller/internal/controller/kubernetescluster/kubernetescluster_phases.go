@@ -142,9 +142,9 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, s *scope) error {
 	}
 	// Nothing is applied while one of the names is taken by an object this cluster did not make.
 	// Then each stage's objects are applied together, and their results read in Desired's order.
-	sent, errs := make([]bool, len(objs)), make([]error, len(objs))
+	live, sent, errs := make([]*unstructured.Unstructured, len(objs)), make([]bool, len(objs)), make([]error, len(objs))
 	for i, obj := range objs {
-		errs[i] = apply.Foreign(ctx, r.Client, obj)
+		live[i], errs[i] = apply.Live(ctx, r.Client, obj)
 	}
 	if err := firstFailure(objs, errs, s); err != nil || s.stall != nil {
 		return err
@@ -153,7 +153,7 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, s *scope) error {
 		var wg sync.WaitGroup
 		for i, obj := range objs {
 			if cluster.Stage(obj) == stage {
-				wg.Go(func() { sent[i], errs[i] = apply.Apply(ctx, r.Client, r.Client, obj, FieldOwner) })
+				wg.Go(func() { sent[i], errs[i] = apply.Apply(ctx, r.Client, obj, live[i], FieldOwner) })
 			}
 		}
 		wg.Wait()
