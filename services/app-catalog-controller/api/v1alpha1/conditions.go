@@ -41,6 +41,8 @@ const (
 	// LabelRetainedFrom marks a PersistentVolumeClaim kept after its app was deleted with
 	// volumePolicy Retain: the value is <kind>.<name> of the app.
 	LabelRetainedFrom = "apps.flotilla.dev/retained-from"
+	// LabelVolumePolicy, "Delete" on a claim, exempts it from volumePolicy Retain (libs/apis/meta).
+	LabelVolumePolicy = meta.LabelVolumePolicy
 
 	// AppsPrefix: label and annotation keys under it are the platform's, never the customer's.
 	AppsPrefix = "apps.flotilla.dev/"

@@ -610,7 +610,8 @@ func (s *appStorage) DeleteCollection(ctx context.Context, deleteValidation rest
 // are the claims carrying it.
 const releaseLabel = "app.kubernetes.io/instance"
 
-// retainVolumes detaches the app's claims from their owners and labels them with the app.
+// retainVolumes detaches the app's claims from their owners and labels them with the app. A claim
+// labelled with volume policy Delete (a worker's root disk) is left to go with its owner.
 func (s *appStorage) retainVolumes(ctx context.Context, hr *helmv2.HelmRelease, app *unstructured.Unstructured) error {
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := s.client.List(ctx, &pvcs, client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
@@ -619,7 +620,8 @@ func (s *appStorage) retainVolumes(ctx context.Context, hr *helmv2.HelmRelease, 
 	from := strings.ToLower(s.kind.GVK.Kind) + "." + app.GetName()
 	for i := range pvcs.Items {
 		pvc := &pvcs.Items[i]
-		if pvc.Labels[catalogv1.LabelRetainedFrom] == from && len(pvc.OwnerReferences) == 0 {
+		if pvc.Labels[catalogv1.LabelVolumePolicy] == string(catalogv1.VolumePolicyDelete) ||
+			pvc.Labels[catalogv1.LabelRetainedFrom] == from && len(pvc.OwnerReferences) == 0 {
 			continue
 		}
 		patch := client.MergeFrom(pvc.DeepCopy())

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -230,8 +231,9 @@ func tenantAdmin(t *testing.T, ns, user string) dynamic.Interface {
 }
 
 // claim makes a PersistentVolumeClaim of an app's release, owned by the chart's Cluster as
-// CloudNativePG's are, so that garbage collection would take it with the release.
-func claim(t *testing.T, ns, release, name string) *corev1.PersistentVolumeClaim {
+// CloudNativePG's are, so that garbage collection would take it with the release; labels are
+// further label keys and values.
+func claim(t *testing.T, ns, release, name string, labels ...string) *corev1.PersistentVolumeClaim {
 	t.Helper()
 	ctx := context.Background()
 	cluster := &unstructured.Unstructured{}
@@ -248,6 +250,9 @@ func claim(t *testing.T, ns, release, name string) *corev1.PersistentVolumeClaim
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
+	}
+	for i := 0; i+1 < len(labels); i += 2 {
+		pvc.Labels[labels[i]] = labels[i+1]
 	}
 	if err := kube.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
@@ -270,6 +275,8 @@ func TestDeletionProtectionAndVolumePolicies(t *testing.T) {
 		t.Fatalf("protected delete: %v", err)
 	}
 	kept := claim(t, ns, "pg-kept", "data-pg-kept-1")
+	// A claim exempt from the policy, as a managed cluster's worker root disk is, goes with its owner.
+	disk := claim(t, ns, "pg-kept", "root-pg-kept-1", catalogv1.LabelVolumePolicy, string(catalogv1.VolumePolicyDelete))
 	if _, err := pg.Patch(ctx, "kept", "application/merge-patch+json", []byte(`{"spec":{"deletionProtection":false}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +295,13 @@ func TestDeletionProtectionAndVolumePolicies(t *testing.T) {
 	if kept.Labels[catalogv1.LabelRetainedFrom] != "postgres.kept" || len(kept.OwnerReferences) != 0 {
 		t.Fatalf("retained claim not labelled or still owned: %v %v", kept.Labels, kept.OwnerReferences)
 	}
+	eventually(t, 90*time.Second, "the exempt claim to go with its owner", func() (bool, error) {
+		err := kube.Get(ctx, client.ObjectKeyFromObject(disk), disk)
+		if err == nil && disk.Labels[catalogv1.LabelRetainedFrom] != "" {
+			return false, fmt.Errorf("the exempt claim was retained: %v", disk.Labels)
+		}
+		return apierrors.IsNotFound(err), nil
+	})
 
 	// Delete: no claim is left.
 	if _, err := pg.Create(ctx, appObject("Postgres", ns, "scratch", "{volumePolicy: Delete}"), metav1.CreateOptions{}); err != nil {

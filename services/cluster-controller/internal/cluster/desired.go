@@ -19,6 +19,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 )
@@ -252,6 +253,13 @@ func usageLabels(kc *clusterapi.KubernetesCluster, labels map[string]string) map
 	return labels
 }
 
+// rootDiskLabels are the labels of a worker's root disk of group g.
+func rootDiskLabels(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup) map[string]string {
+	labels := usageLabels(kc, groupLabels(kc, g))
+	labels[fmeta.LabelVolumePolicy] = "Delete"
+	return labels
+}
+
 func kubeadmConfigTemplate(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup) *bootstrapv1.KubeadmConfigTemplate {
 	// The kubelet registers with an external cloud provider: the KubeVirt CCM sets providerID
 	// and addresses.
@@ -312,8 +320,10 @@ func machineTemplate(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup, 
 	vm := kubevirtv1.VirtualMachineSpec{
 		RunStrategy: ptr.To(kubevirtv1.RunStrategyAlways),
 		DataVolumeTemplates: []kubevirtv1.DataVolumeTemplateSpec{{
-			// CDI copies the DataVolume's labels to its claim.
-			ObjectMeta: metav1.ObjectMeta{Name: "root", Labels: usageLabels(kc, groupLabels(kc, g))},
+			// CDI copies the DataVolume's labels to its claim. A worker is replaceable and its disk
+			// holds nothing of the customer's: the claim goes with its VM even when the app's
+			// volume policy keeps the app's volumes.
+			ObjectMeta: metav1.ObjectMeta{Name: "root", Labels: rootDiskLabels(kc, g)},
 			Spec: cdiv1.DataVolumeSpec{
 				Source:  &cdiv1.DataVolumeSource{Registry: &cdiv1.DataVolumeSourceRegistry{URL: ptr.To("docker://" + o.NodeImage + ":" + release)}},
 				Storage: storage,

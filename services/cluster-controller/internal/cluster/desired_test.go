@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 )
 
@@ -289,7 +290,8 @@ func TestAddonsAreHelmReleasesIntoTheCustomersCluster(t *testing.T) {
 }
 
 // The usage-api attributes pods and claims by their app.kubernetes.io/instance label: the
-// control plane's pods, the workers' VM pods and their root disks carry the cluster's app's.
+// control plane's pods, the workers' VM pods and their root disks carry the cluster's app's. The
+// root disks are exempt from the app's volume policy Retain: they go with their VMs.
 func TestUsageCountsAsTheClustersApp(t *testing.T) {
 	for _, release := range []string{"kubernetes-prod", ""} {
 		kc := makeCluster()
@@ -314,6 +316,9 @@ func TestUsageCountsAsTheClustersApp(t *testing.T) {
 			}
 			if labels[clusterapi.LabelCluster] != kc.Name {
 				t.Errorf("%s: labels %v", what, labels)
+			}
+			if policy, ok := labels[fmeta.LabelVolumePolicy]; (what == "root disk") != (ok && policy == "Delete") {
+				t.Errorf("%s: volume policy label %q (set: %v)", what, policy, ok)
 			}
 		}
 	}
