@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -82,4 +84,25 @@ func readKind[T any](kind string, paths []string) ([]*T, error) {
 		}
 	}
 	return out, nil
+}
+
+// WaitAdmitted waits (up to a minute) until a server-side dry-run create of probe() passes
+// admission and admitted holds for the object the API server would store (a finalizer that a
+// MutatingAdmissionPolicy adds, say). After a CRD or an admission policy is installed,
+// kube-apiserver refuses creates for a while: the CRD may not be served yet, and mutating
+// admission policies answer 503 ("Resource kind … not found") until their type converter has read
+// the CRD's schema. A suite waits here instead of failing its first create.
+func WaitAdmitted(ctx context.Context, c client.Client, probe func() client.Object, admitted func(client.Object) bool) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		obj := probe()
+		if last = c.Create(ctx, obj, client.DryRunAll); last != nil {
+			return false, nil
+		}
+		return admitted(obj), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%T is not admitted: %w (last: %v)", probe(), err, last)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -126,6 +127,18 @@ func run(m *testing.M) (int, error) {
 		if err := testenv.ApplyFile(ctx, k8s, f); err != nil {
 			return 0, err
 		}
+	}
+	// kube-apiserver applies the finalizer policy moments after it is created, and answers 503 to
+	// creates until its admission knows the CRD's schema.
+	probe := func() client.Object {
+		return &clusterapi.KubernetesCluster{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
+			Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
+				NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 1, MaxReplicas: 1, InstanceType: "small"}}}}
+	}
+	if err := testenv.WaitAdmitted(ctx, k8s, probe, func(o client.Object) bool {
+		return slices.Contains(o.GetFinalizers(), kubernetescluster.Finalizer)
+	}); err != nil {
+		return 0, err
 	}
 
 	if logDir, err = os.MkdirTemp("", "capi-test-"); err != nil {

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -165,7 +163,7 @@ func run(m *testing.M) (int, error) {
 	if err := testenv.ApplyFile(ctx, k8s, filepath.Join(chartDir, "templates", "finalizer-policy.yaml")); err != nil {
 		return 0, err
 	}
-	if err := waitForFinalizerPolicy(ctx); err != nil {
+	if err := testenv.WaitAdmitted(ctx, k8s, func() client.Object { return makeCluster("default", "probe").obj() }, hasFinalizer); err != nil {
 		return 0, err
 	}
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: infraNamespace}}); err != nil {
@@ -195,19 +193,8 @@ func run(m *testing.M) (int, error) {
 	return code, <-errc
 }
 
-// waitForFinalizerPolicy waits until kube-apiserver applies the finalizer policy, which it loads
-// moments after the policy is created: a dry-run create shows the finalizer.
-func waitForFinalizerPolicy(ctx context.Context) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		probe := makeCluster("default", "probe").obj()
-		if last = k8s.Create(ctx, probe, client.DryRunAll); last != nil {
-			return false, nil // the CRD may not be served yet
-		}
-		return slices.Contains(probe.Finalizers, kubernetescluster.Finalizer), nil
-	})
-	if err != nil {
-		return fmt.Errorf("the finalizer policy does not apply: %w (last: %v)", err, last)
-	}
-	return nil
+// hasFinalizer: the chart's finalizer policy applies (kube-apiserver loads it moments after it is
+// created).
+func hasFinalizer(o client.Object) bool {
+	return slices.Contains(o.GetFinalizers(), kubernetescluster.Finalizer)
 }
