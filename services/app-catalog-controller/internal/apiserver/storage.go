@@ -43,7 +43,7 @@ var errModified = errors.New("the object has been modified; please apply your ch
 const maxReleaseName = 53
 
 // readYourWrites bounds how long a read waits for the cache to show the writes this server has
-// answered (store.caughtUp).
+// answered and the HelmReleases it has read (store.caughtUp).
 const readYourWrites = 10 * time.Second
 
 // MaxSpecBytes bounds an app's spec, as JSON. The values travel into a HelmRelease, each of Helm's
@@ -416,7 +416,7 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 // run changes nothing.
 func (s *appStorage) wrote(hr *helmv2.HelmRelease, dryRun []string) {
 	if len(dryRun) == 0 {
-		s.store.wrote(parseRV(hr.ResourceVersion))
+		s.store.saw(parseRV(hr.ResourceVersion))
 	}
 }
 
@@ -432,6 +432,7 @@ func (s *appStorage) read(ctx context.Context, name string) (*helmv2.HelmRelease
 	if err := s.client.Get(ctx, client.ObjectKeyFromObject(current), hr); err != nil {
 		return nil, nil, s.mapError(err, name)
 	}
+	s.store.saw(parseRV(hr.ResourceVersion)) // after a conflict, the client's next read shows it
 	app, err := toApp(s.kind, hr)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(err)

@@ -46,11 +46,12 @@ type store struct {
 	watchers  map[string]map[*watcher]struct{}
 	// advanced is closed and replaced each time rv moves, for waitFor.
 	advanced chan struct{}
-	// written is the newest resourceVersion a write through this server has answered with. Reads
-	// wait until the store has reached it (caughtUp), so that a client reads its own writes
-	// without every write waiting for its watch event, as kube-apiserver answers a write once
-	// etcd has it and makes consistent reads from its watch cache wait for the cache.
-	written atomic.Uint64
+	// seen is the newest resourceVersion this server has answered a write with or read from
+	// kube-apiserver. Reads wait until the store has reached it (caughtUp), so that a client reads
+	// its own writes, and after a conflict what it conflicted with, without every write waiting
+	// for its watch event, as kube-apiserver answers a write once etcd has it and makes
+	// consistent reads from its watch cache wait for the cache.
+	seen atomic.Uint64
 	// ready is closed by the first relist.
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -512,21 +513,22 @@ func (s *store) waitFor(ctx context.Context, rv uint64, timeout time.Duration) b
 	}
 }
 
-// wrote records that a write through this server answered with resourceVersion rv.
-func (s *store) wrote(rv uint64) {
+// saw records that kube-apiserver had resourceVersion rv: a write through this server answered
+// with it, or a read of a HelmRelease returned it.
+func (s *store) saw(rv uint64) {
 	for {
-		w := s.written.Load()
-		if rv <= w || s.written.CompareAndSwap(w, rv) {
+		w := s.seen.Load()
+		if rv <= w || s.seen.CompareAndSwap(w, rv) {
 			return
 		}
 	}
 }
 
-// caughtUp waits, for at most readYourWrites, until the store has applied every write this
-// server has answered: what a read does first. Once the store is there, it costs a lock and a
+// caughtUp waits, for at most readYourWrites, until the store has reached every resourceVersion
+// this server has seen (store.seen): what a read does first. Once the store is there, it costs a lock and a
 // comparison.
 func (s *store) caughtUp(ctx context.Context) {
-	if rv := s.written.Load(); rv > 0 {
+	if rv := s.seen.Load(); rv > 0 {
 		s.waitFor(ctx, rv, readYourWrites)
 	}
 }

@@ -305,7 +305,7 @@ func TestStopEndsWatches(t *testing.T) {
 func TestReadWaitsForTheWritesAnswered(t *testing.T) {
 	st := newStore(limits)
 	_ = st.Replace(nil, "5")
-	st.wrote(7) // a write answered with resourceVersion 7, not yet seen by the reflector
+	st.saw(7) // a write answered with resourceVersion 7, not yet seen by the reflector
 	read := make(chan *helmv2.HelmRelease)
 	go func() {
 		st.caughtUp(context.Background())
@@ -326,8 +326,8 @@ func TestReadWaitsForTheWritesAnswered(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the read still waits after the store applied the write")
 	}
-	st.wrote(3) // an older write changes nothing
-	if got := st.written.Load(); got != 7 {
-		t.Fatalf("written %d, want 7", got)
+	st.saw(3) // an older write changes nothing
+	if got := st.seen.Load(); got != 7 {
+		t.Fatalf("seen %d, want 7", got)
 	}
 }

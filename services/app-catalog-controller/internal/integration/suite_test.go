@@ -3,11 +3,13 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,7 +50,30 @@ var (
 	// restartApps stops the apps apiserver (stopApps) and starts a new one on another port.
 	restartApps func() error
 	stopApps    context.CancelFunc
+	// appsLag delays every chunk of every watch the apps apiserver has open on kube-apiserver, by
+	// nanoseconds, while it is set: its cache then lags behind etcd, as under load.
+	appsLag atomic.Int64
 )
+
+type laggingWatches struct{ http.RoundTripper }
+
+func (l laggingWatches) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.RoundTripper.RoundTrip(r)
+	if err == nil && r.URL.Query().Get("watch") == "true" {
+		resp.Body = laggingBody{resp.Body}
+	}
+	return resp, err
+}
+
+type laggingBody struct{ io.ReadCloser }
+
+func (b laggingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		time.Sleep(time.Duration(appsLag.Load()))
+	}
+	return n, err
+}
 
 const catalogNamespace = apiservertest.Namespace
 
@@ -153,7 +179,9 @@ func setup(ctx context.Context, dir string) error {
 		}
 		appsCtx, cancel := context.WithCancel(ctx)
 		stopApps = cancel
-		_, err := apiservertest.Start(appsCtx, env, dir)
+		lagging := rest.CopyConfig(env.Config)
+		lagging.Wrap(func(rt http.RoundTripper) http.RoundTripper { return laggingWatches{rt} })
+		_, err := apiservertest.StartWith(appsCtx, env, dir, lagging)
 		return err
 	}
 	if err := restartApps(); err != nil {

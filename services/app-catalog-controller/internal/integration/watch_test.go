@@ -9,11 +9,16 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // A watch started at a list's resourceVersion sees every later change exactly once, in order,
@@ -170,5 +175,46 @@ func TestWatchSeesEveryChangeExactlyOnce(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("resumed watch stalled")
 		}
+	}
+}
+
+// A client that reads an app, has its update refused because someone else wrote in between
+// (helm-controller's status writes do), and reads again, sees what it conflicted with, as a GET
+// of a CRD (a quorum read) does, even while the apiserver's cache lags behind kube-apiserver:
+// else each retry reads the same stale app and conflicts again until the cache catches up.
+func TestReadAfterAConflictSeesWhatItConflictedWith(t *testing.T) {
+	ctx := context.Background()
+	installDefinition(t, "postgres")
+	ns := tenantNamespace(t, "conflicts")
+	pg := apps.Resource(postgresGVR).Namespace(ns)
+	if _, err := pg.Create(ctx, appObject("Postgres", ns, "c", "{}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "", "wait", "-n", ns, "postgres/c", "--for=condition=Ready", "--timeout=90s"); err != nil {
+		t.Fatalf("kubectl wait: %v\n%s", err, out) // helm-controller is done writing
+	}
+
+	appsLag.Store(int64(time.Second))
+	defer appsLag.Store(0)
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: tenancyv1.DeliveryNamespace(ns), Name: "pg-c"}}
+	if err := kube.Patch(ctx, hr, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.com/touched":"yes"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // kubectl edit, a controller
+		attempts++
+		u, err := pg.Get(ctx, "c", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		u.SetLabels(map[string]string{"put": "yes"})
+		_, err = pg.Update(ctx, u, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read, change, update, again on a conflict (%d attempts): %v", attempts, err)
+	}
+	if attempts > 2 {
+		t.Errorf("%d attempts; the read after the first conflict should have seen what it conflicted with", attempts)
 	}
 }

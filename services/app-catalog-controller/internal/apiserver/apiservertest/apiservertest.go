@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
 )
@@ -20,6 +22,12 @@ const Namespace = "flotilla-system"
 // server authenticates and authorizes through kube-apiserver with an admin kubeconfig written
 // to dir.
 func Start(ctx context.Context, env *testenv.Env, dir string) (int, error) {
+	return StartWith(ctx, env, dir, env.Config)
+}
+
+// StartWith is Start with the configuration the server reaches kube-apiserver with, so that a
+// test can act on its connections (delay its watches, say).
+func StartWith(ctx context.Context, env *testenv.Env, dir string, kube *rest.Config) (int, error) {
 	kubeconfig, err := env.AdminKubeconfig("flotilla-apps", dir)
 	if err != nil {
 		return 0, err
@@ -36,7 +44,7 @@ func Start(ctx context.Context, env *testenv.Env, dir string) (int, error) {
 	opts.SecureServing.ServerCert.CertDirectory = dir
 	opts.Authentication.RemoteKubeConfigFile = kubeconfig
 	opts.Authorization.RemoteKubeConfigFile = kubeconfig
-	srv, err := apiserver.New(opts, env.Config)
+	srv, err := apiserver.New(opts, kube)
 	if err != nil {
 		return 0, err
 	}
