@@ -15,9 +15,13 @@ const (
 
 // On a PersistentVolumeClaim of an app (one carrying its release's app.kubernetes.io/instance label).
 const (
-	// LabelVolumePolicy, set to "Delete", marks a claim that is never kept when its app is deleted,
-	// whatever the app's volumePolicy: a disk that only its owner can use and that holds no data of
-	// the customer's, such as a managed cluster's worker root disk. Such a claim keeps its owner
-	// references and goes with its owner. A claim without it follows the app's volumePolicy.
+	// LabelVolumePolicy, set to VolumePolicyDelete, marks a claim that is never kept when its app
+	// is deleted, whatever the app's volumePolicy: a disk that only its owner can use and that
+	// holds no data of the customer's, such as a managed cluster's worker root disk. Such a claim
+	// keeps its owner references and goes with its owner. A claim without it follows the app's
+	// volumePolicy.
 	LabelVolumePolicy = "apps.flotilla.dev/volume-policy"
+	// VolumePolicyDelete is the LabelVolumePolicy value (and an app's volumePolicy) that deletes
+	// a claim with its app.
+	VolumePolicyDelete = "Delete"
 )

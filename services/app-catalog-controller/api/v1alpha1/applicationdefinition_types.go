@@ -4,6 +4,8 @@ import (
 	kustomize "github.com/fluxcd/pkg/apis/kustomize"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/libs/apis/meta"
 )
 
 // ApplicationDefinition is one entry of the catalog: a kind customers can create under
@@ -202,7 +204,7 @@ type VolumePolicy string
 
 const (
 	// VolumePolicyDelete deletes the claims with the app.
-	VolumePolicyDelete VolumePolicy = "Delete"
+	VolumePolicyDelete VolumePolicy = meta.VolumePolicyDelete
 	// VolumePolicyRetain keeps them, labelled with the app they came from.
 	VolumePolicyRetain VolumePolicy = "Retain"
 )

@@ -122,9 +122,7 @@ func BenchmarkClusters(b *testing.B) {
 	ctx := context.Background()
 	// The finalizer, added at admission as the chart installs it.
 	check(b, testenv.ApplyFile(ctx, env.Client, filepath.Join("..", "..", "..", "..", "deploy", "charts", "cluster-controller", "templates", "finalizer-policy.yaml")))
-	check(b, testenv.WaitAdmitted(ctx, env.Client, func() client.Object { return makeCluster("default") }, func(o client.Object) bool {
-		return slices.Contains(o.GetFinalizers(), kubernetescluster.Finalizer)
-	}))
+	check(b, testenv.WaitAdmitted(ctx, env.Client, func() client.Object { return makeCluster("default") }, kubernetescluster.HasFinalizer))
 	check(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: options.InfraNamespace}}))
 	for i := range clusters {
 		for _, prefix := range []string{"base", "ctl"} {

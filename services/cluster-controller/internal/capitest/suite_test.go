@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -135,9 +134,7 @@ func run(m *testing.M) (int, error) {
 			Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
 				NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 1, MaxReplicas: 1, InstanceType: "small"}}}}
 	}
-	if err := testenv.WaitAdmitted(ctx, k8s, probe, func(o client.Object) bool {
-		return slices.Contains(o.GetFinalizers(), kubernetescluster.Finalizer)
-	}); err != nil {
+	if err := testenv.WaitAdmitted(ctx, k8s, probe, kubernetescluster.HasFinalizer); err != nil {
 		return 0, err
 	}
 

@@ -256,7 +256,7 @@ func usageLabels(kc *clusterapi.KubernetesCluster, labels map[string]string) map
 // rootDiskLabels are the labels of a worker's root disk of group g.
 func rootDiskLabels(kc *clusterapi.KubernetesCluster, g *clusterapi.NodeGroup) map[string]string {
 	labels := usageLabels(kc, groupLabels(kc, g))
-	labels[fmeta.LabelVolumePolicy] = "Delete"
+	labels[fmeta.LabelVolumePolicy] = fmeta.VolumePolicyDelete
 	return labels
 }
 

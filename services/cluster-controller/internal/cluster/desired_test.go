@@ -317,7 +317,7 @@ func TestUsageCountsAsTheClustersApp(t *testing.T) {
 			if labels[clusterapi.LabelCluster] != kc.Name {
 				t.Errorf("%s: labels %v", what, labels)
 			}
-			if policy, ok := labels[fmeta.LabelVolumePolicy]; (what == "root disk") != (ok && policy == "Delete") {
+			if policy, ok := labels[fmeta.LabelVolumePolicy]; (what == "root disk") != (ok && policy == fmeta.VolumePolicyDelete) {
 				t.Errorf("%s: volume policy label %q (set: %v)", what, policy, ok)
 			}
 		}

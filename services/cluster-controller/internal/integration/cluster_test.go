@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 
@@ -95,14 +94,14 @@ func TestFinalizerIsAddedAtAdmission(t *testing.T) {
 	ns := tenantNamespace(t, "admitted", "admitted-etcd")
 	kc := makeCluster(ns, "prod").obj()
 	create(t, kc)
-	if !slices.Contains(kc.Finalizers, kubernetescluster.Finalizer) {
+	if !kubernetescluster.HasFinalizer(kc) {
 		t.Errorf("created with finalizers %v, want %s", kc.Finalizers, kubernetescluster.Finalizer)
 	}
 	if err := update(t, ns, "prod", func(kc *clusterapi.KubernetesCluster) { kc.Finalizers = nil }); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the controller adds its finalizer back", func() (bool, error) {
-		return slices.Contains(get(t, ns, "prod").Finalizers, kubernetescluster.Finalizer), nil
+		return kubernetescluster.HasFinalizer(get(t, ns, "prod")), nil
 	})
 }
 

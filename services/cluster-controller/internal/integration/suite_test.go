@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,7 +162,7 @@ func run(m *testing.M) (int, error) {
 	if err := testenv.ApplyFile(ctx, k8s, filepath.Join(chartDir, "templates", "finalizer-policy.yaml")); err != nil {
 		return 0, err
 	}
-	if err := testenv.WaitAdmitted(ctx, k8s, func() client.Object { return makeCluster("default", "probe").obj() }, hasFinalizer); err != nil {
+	if err := testenv.WaitAdmitted(ctx, k8s, func() client.Object { return makeCluster("default", "probe").obj() }, kubernetescluster.HasFinalizer); err != nil {
 		return 0, err
 	}
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: infraNamespace}}); err != nil {
@@ -191,10 +190,4 @@ func run(m *testing.M) (int, error) {
 	code := m.Run()
 	cancel()
 	return code, <-errc
-}
-
-// hasFinalizer: the chart's finalizer policy applies (kube-apiserver loads it moments after it is
-// created).
-func hasFinalizer(o client.Object) bool {
-	return slices.Contains(o.GetFinalizers(), kubernetescluster.Finalizer)
 }

@@ -42,8 +42,12 @@ import (
 // +kubebuilder:rbac:groups=storage.flotilla.dev,resources=schedulingclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Finalizer holds a KubernetesCluster until its workers and control plane are gone.
+// Finalizer holds a KubernetesCluster until its workers and control plane are gone. The chart's
+// mutating admission policy adds it on create; the controller adds it where that did not run.
 const Finalizer = "cluster.flotilla.dev/cluster"
+
+// HasFinalizer reports whether a cluster carries Finalizer.
+func HasFinalizer(o client.Object) bool { return controllerutil.ContainsFinalizer(o, Finalizer) }
 
 // FieldOwner is the one field manager of everything the controller applies.
 const FieldOwner = "cluster-controller"
@@ -118,7 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	s := &scope{kc: kc}
 	helper := patch.NewHelper(kc)
 	defer func() {
-		if !kc.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(kc, Finalizer) {
+		if !kc.DeletionTimestamp.IsZero() && !HasFinalizer(kc) {
 			return // gone once the finalizer is removed
 		}
 		if kc.DeletionTimestamp.IsZero() {
@@ -133,7 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if !kc.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
+	if !HasFinalizer(kc) {
 		if err := patch.AddFinalizer(ctx, r.Client, kc, Finalizer); err != nil {
 			return ctrl.Result{}, err
 		}
