@@ -216,6 +216,9 @@ YAML
   kubectl get -n "$ns" kubernetesclusters -o wide
   echo "  Cluster API's view (its real managers):"
   kubectl get -n "$ns" machines.cluster.x-k8s.io | sed 's/^/    /'
+  echo "  the Kamaji DataStore of its tenant's etcd (the stand-in keeps every control plane on the platform's etcd):"
+  kubectl get datastores.kamaji.clastix.io -l cluster.flotilla.dev/etcd-namespace \
+    -o custom-columns=NAME:.metadata.name,ENDPOINTS:.spec.endpoints,CA:.spec.tlsConfig.certificateAuthority.certificate.secretReference.name | sed 's/^/    /'
   echo "  its cloud-controller-manager, CSI controller and autoscaler, in $infra_ns (out of acme's reach; the stand-in plays their kubelet):"
   kubectl get -n "$infra_ns" deployments -l "cluster.flotilla.dev/namespace=$ns,cluster.flotilla.dev/cluster=$cluster" | sed 's/^/    /'
   echo "    \$ kubectl get deployments -n $infra_ns   # as acme's admin"

@@ -60,6 +60,10 @@ const (
 	// a load balancer's Service in the cluster's namespace (the CCM's infraLabels): they are
 	// deleted with the cluster, whose customer Services can no longer release them.
 	LabelClusterUID = "cluster.flotilla.dev/cluster-uid"
+	// LabelEtcdNamespace names, on a Kamaji DataStore, the tenant namespace whose etcd it
+	// describes: the cluster-controller made it for the clusters that etcd serves. A DataStore
+	// without it is never changed or deleted.
+	LabelEtcdNamespace = "cluster.flotilla.dev/etcd-namespace"
 	// LabelTenantService names, on a load balancer's Service made by the KubeVirt
 	// cloud-controller-manager, the customer's Service it serves.
 	LabelTenantService = "cluster.x-k8s.io/tenant-service-name"

@@ -160,6 +160,13 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 			b, _ := json.Marshal(e.patch)
 			mustForbid(t, "alice patches "+e.gvk.Kind+" "+e.name, alice.Patch(ctx, u, client.RawPatch(types.MergePatchType, b)))
 		}
+		// Her etcd's DataStore is the platform's (cluster-scoped): she can neither repoint it nor
+		// describe another etcd for her control planes.
+		ds := object(cluster.DataStoreGVK)
+		ds.SetName(cluster.DataStoreName("tenant-a"))
+		mustForbid(t, "alice repoints her etcd's DataStore", alice.Patch(ctx, ds,
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"endpoints":["etcd.tenant-b.svc:2379"]}}`))))
+		mustForbid(t, "alice makes a DataStore", alice.Create(ctx, cluster.DataStore("alice")))
 		mustForbid(t, "alice changes the KubernetesCluster directly (clusters are ordered through the apps API)",
 			alice.Patch(ctx, &clusterapi.KubernetesCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "k"}},
 				client.RawPatch(types.MergePatchType, []byte(`{"spec":{"controlPlane":{"replicas":3}}}`))))

@@ -332,3 +332,13 @@ func stringMap(t *testing.T, u *unstructured.Unstructured, path ...string) map[s
 	}
 	return m
 }
+
+// A DataStore's name gives back the etcd namespace it describes; another name gives none.
+func TestDataStoreNameRoundTrips(t *testing.T) {
+	if got := DataStoreEtcdNamespace(DataStoreName("tenant-acme")); got != "tenant-acme" {
+		t.Errorf("DataStoreEtcdNamespace(DataStoreName(tenant-acme)) = %q", got)
+	}
+	if got := DataStoreEtcdNamespace("default"); got != "" {
+		t.Errorf("DataStoreEtcdNamespace(default) = %q, want none", got)
+	}
+}

@@ -62,9 +62,6 @@ func templateName(name, group string, spec any) string {
 	return name + "-" + group + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-// DataStoreName is the Kamaji DataStore of the etcd serving the tenant namespace etcdNamespace.
-func DataStoreName(etcdNamespace string) string { return "flotilla-" + etcdNamespace }
-
 // ControlPlaneName is the KamajiControlPlane of cluster name. Kamaji names the TenantControlPlane
 // after it and writes its own admin kubeconfig as <TenantControlPlane>-admin-kubeconfig: naming it
 // after the cluster would collide with the customer's kubeconfig Secret, <name>-admin-kubeconfig.

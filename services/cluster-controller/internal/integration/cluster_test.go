@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -374,6 +375,70 @@ func TestDatastoreComesFromTheTenant(t *testing.T) {
 		if object(t, cluster.KamajiControlPlaneGVK, map[string]string{"lonely": ns, "thief": ns2}[n], cluster.ControlPlaneName(n)) != nil {
 			t.Errorf("%s: a control plane was made without the tenant's etcd", n)
 		}
+	}
+}
+
+// The clusters an etcd serves share one Kamaji DataStore describing it, named after its namespace:
+// its Service and TLS Secrets there. A change by someone else is put back; the last cluster to go
+// takes it with it.
+func TestDataStoreIsSharedAndGoesWithTheLastCluster(t *testing.T) {
+	nsA, nsB := tenantNamespace(t, "ds-a", "ds-etcd"), tenantNamespace(t, "ds-b", "ds-etcd")
+	create(t, makeCluster(nsA, "one").obj())
+	create(t, makeCluster(nsB, "two").obj())
+	name := cluster.DataStoreName("ds-etcd")
+	for _, ns := range []string{nsA, nsB} {
+		kc := map[string]string{nsA: "one", nsB: "two"}[ns]
+		waitObject(t, cluster.KamajiControlPlaneGVK, ns, cluster.ControlPlaneName(kc), func(u *unstructured.Unstructured) bool {
+			return str(u, "spec", "dataStoreName") == name
+		})
+	}
+	ds := waitObject(t, cluster.DataStoreGVK, "", name, nil)
+	endpoints, _, _ := unstructured.NestedStringSlice(ds.Object, "spec", "endpoints")
+	if str(ds, "spec", "driver") != "etcd" || !slices.Equal(endpoints, []string{"etcd.ds-etcd.svc:2379"}) ||
+		str(ds, "spec", "tlsConfig", "certificateAuthority", "privateKey", "secretReference", "namespace") != "ds-etcd" ||
+		str(ds, "spec", "tlsConfig", "clientCertificate", "certificate", "secretReference", "name") != cluster.EtcdClientSecret {
+		t.Errorf("DataStore %s does not describe the etcd of ds-etcd: %v", name, ds.Object["spec"])
+	}
+
+	updateObject(t, cluster.DataStoreGVK, "", name, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedStringSlice(u.Object, []string{"etcd.elsewhere.svc:2379"}, "spec", "endpoints")
+	})
+	waitObject(t, cluster.DataStoreGVK, "", name, func(u *unstructured.Unstructured) bool {
+		got, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "endpoints")
+		return slices.Equal(got, endpoints)
+	})
+
+	deleteAndWait(t, nsA, "one")
+	if object(t, cluster.DataStoreGVK, "", name) == nil {
+		t.Fatal("the DataStore went while a cluster still uses it")
+	}
+	deleteAndWait(t, nsB, "two")
+	if object(t, cluster.DataStoreGVK, "", name) != nil {
+		t.Error("the DataStore stayed after the last cluster using it went")
+	}
+}
+
+// A DataStore of the name an etcd's needs, made by someone else, is neither changed nor adopted
+// nor deleted; the cluster is Stalled naming it, and nothing is made.
+func TestForeignDataStoreIsLeftAlone(t *testing.T) {
+	ns := tenantNamespace(t, "ds-foreign", "ds-foreign-etcd")
+	foreign := cluster.DataStore("ds-foreign-etcd")
+	foreign.SetLabels(map[string]string{"owner": "someone-else"})
+	if err := k8s.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	create(t, makeCluster(ns, "squatted").obj())
+	kc := condition(t, ns, "squatted", fmeta.StalledCondition, metav1.ConditionTrue, clusterapi.ConflictReason)
+	if msg := meta.FindStatusCondition(kc.Status.Conditions, clusterapi.ControlPlaneReadyCondition).Message; !strings.Contains(msg, "DataStore") {
+		t.Errorf("ControlPlaneReady does not name the DataStore in the way: %q", msg)
+	}
+	if object(t, cluster.KamajiControlPlaneGVK, ns, cluster.ControlPlaneName("squatted")) != nil {
+		t.Error("a control plane was made on a DataStore someone else made")
+	}
+	deleteAndWait(t, ns, "squatted")
+	got := object(t, cluster.DataStoreGVK, "", foreign.GetName())
+	if got == nil || got.GetLabels()["owner"] != "someone-else" || got.GetLabels()[clusterapi.LabelEtcdNamespace] != "" {
+		t.Errorf("the foreign DataStore was changed or deleted: %v", got)
 	}
 }
 

@@ -49,6 +49,15 @@ func (p *Provider) reconcileControlPlane(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, err
 	}
+	// Kamaji serves a control plane from the DataStore it names (the stand-in: the platform's etcd
+	// whatever the DataStore says, see ensureServer), and waits while there is none.
+	dataStore, _, _ := unstructured.NestedString(kcp.Object, "spec", "dataStoreName")
+	if err := p.Client.Get(ctx, types.NamespacedName{Name: dataStore}, object(cluster.DataStoreGVK)); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
 	srv, err := p.ensureServer(ctx, kcp, capiCluster)
 	if err != nil {
 		return ctrl.Result{}, err

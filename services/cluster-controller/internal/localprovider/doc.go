@@ -4,9 +4,9 @@
 // It is never shipped in a chart: it runs in the tests and, as cmd/local-provider, beside
 // `make demo`.
 //
-//   - Kamaji: for every KamajiControlPlane it starts a real kube-apiserver process whose storage
-//     is the platform's etcd under the key prefix /<spec.dataStoreSchema> (Kamaji's datastore
-//     model), and writes what Kamaji's Cluster API provider writes: spec.controlPlaneEndpoint,
+//   - Kamaji: for every KamajiControlPlane whose DataStore (spec.dataStoreName) exists it starts
+//     a real kube-apiserver process whose storage is the platform's etcd, whatever the DataStore
+//     describes, under the key prefix /<spec.dataStoreSchema> (Kamaji's datastore model), and writes what Kamaji's Cluster API provider writes: spec.controlPlaneEndpoint,
 //     status (version, initialization, replicas, Available), Cluster API's <cluster>-ca and
 //     <cluster>-kubeconfig Secrets (key value), controlled by the KamajiControlPlane. The
 //     externally managed KubevirtCluster (annotation cluster.x-k8s.io/managed-by) gets the

@@ -28,6 +28,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // +kubebuilder:rbac:groups=cluster.flotilla.dev,resources=kubernetesclusters,verbs=get;list;watch;patch
@@ -37,6 +38,7 @@ import (
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigtemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtclusters;kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=kamaji.clastix.io,resources=datastores,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.flotilla.dev,resources=schedulingclasses,verbs=get;list;watch
@@ -237,22 +239,57 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 			return r.clustersNaming(ctx, func(kc *clusterapi.KubernetesCluster) bool { return kc.Spec.SchedulingClass == o.GetName() })
 		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
 	}
+	// A DataStore made (or deleted, or changed) by someone else may be what a cluster waits for, or
+	// what it must put back.
+	ds := &unstructured.Unstructured{}
+	ds.SetGroupVersionKind(cluster.DataStoreGVK)
+	b = b.Watches(ds, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return requests(r.clustersOfEtcd(ctx, cluster.DataStoreEtcdNamespace(o.GetName())))
+	}), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	// A namespace's etcd label decides the datastore: a change reconciles the namespace's clusters.
 	b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list clusterapi.KubernetesClusterList
-		if err := r.List(ctx, &list, client.InNamespace(o.GetName())); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for i := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-		return reqs
+		err := r.List(ctx, &list, client.InNamespace(o.GetName()))
+		return requests(list.Items, err)
 	}), builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	if r.Concurrency == 0 {
 		r.Concurrency = 4
 	}
 	return b.Named("kubernetescluster").WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(rec)
+}
+
+// clustersOfEtcd are the clusters in the namespaces the etcd of namespace etcd serves (the
+// tenant-controller's label).
+func (r *Reconciler) clustersOfEtcd(ctx context.Context, etcd string) ([]clusterapi.KubernetesCluster, error) {
+	if etcd == "" {
+		return nil, nil
+	}
+	var namespaces corev1.NamespaceList
+	if err := r.List(ctx, &namespaces, client.MatchingLabels{tenancyv1.LabelEtcd: etcd}); err != nil {
+		return nil, err
+	}
+	var out []clusterapi.KubernetesCluster
+	for _, ns := range namespaces.Items {
+		var list clusterapi.KubernetesClusterList
+		if err := r.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
+}
+
+// requests are reconcile requests for clusters (none when err is set: a map function's read of
+// the cache).
+func requests(clusters []clusterapi.KubernetesCluster, err error) []reconcile.Request {
+	if err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(clusters))
+	for i := range clusters {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters[i])})
+	}
+	return reqs
 }
 
 // clustersNaming are the clusters, in every namespace, for which names is true.

@@ -85,7 +85,41 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	if err := r.deleteInfraKubeconfig(ctx, kc); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.releaseDataStores(ctx, kc); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, patch.RemoveFinalizer(ctx, r.Client, kc, Finalizer)
+}
+
+// releaseDataStores deletes the DataStores the cluster-controller made that no cluster but those
+// being deleted uses any more: the last cluster an etcd serves takes its DataStore with it (also
+// one the cluster no longer used, its namespace's etcd having changed). Kamaji holds a DataStore
+// that a control plane still uses until that one is gone, so clusters being deleted together
+// need not wait for each other.
+func (r *Reconciler) releaseDataStores(ctx context.Context, kc *clusterapi.KubernetesCluster) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(cluster.DataStoreGVK.GroupVersion().WithKind(cluster.DataStoreGVK.Kind + "List"))
+	if err := r.List(ctx, list, client.HasLabels{clusterapi.LabelEtcdNamespace}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		ds := &list.Items[i]
+		etcd := ds.GetLabels()[clusterapi.LabelEtcdNamespace]
+		if ds.GetName() != cluster.DataStoreName(etcd) || !ds.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		users, err := r.clustersOfEtcd(ctx, etcd)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(users, func(u clusterapi.KubernetesCluster) bool { return u.UID != kc.UID && u.DeletionTimestamp.IsZero() }) {
+			continue
+		}
+		if err := r.Delete(ctx, ds, client.Preconditions{UID: ptrUID(ds)}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting DataStore %s: %w", ds.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;delete

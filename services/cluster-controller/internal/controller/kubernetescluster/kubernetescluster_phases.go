@@ -28,6 +28,7 @@ import (
 
 // reconcileDatastore finds the etcd serving the cluster's tenant: the tenant-controller's label on
 // the namespace decides, never the spec alone (a spec naming another tenant's etcd is refused).
+// It applies the Kamaji DataStore that describes that etcd, shared by every cluster it serves.
 func (r *Reconciler) reconcileDatastore(ctx context.Context, s *scope) error {
 	kc := s.kc
 	ns := &corev1.Namespace{}
@@ -47,7 +48,26 @@ func (r *Reconciler) reconcileDatastore(ctx context.Context, s *scope) error {
 		s.stallOn(clusterapi.ControlPlaneReadyCondition, clusterapi.NoDatastoreReason, msg)
 		return nil
 	}
-	s.dataStore = cluster.DataStoreName(etcd)
+	desired := cluster.DataStore(etcd)
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(cluster.DataStoreGVK)
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(desired), live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return err
+	case live.GetLabels()[clusterapi.LabelEtcdNamespace] != etcd:
+		msg := fmt.Sprintf("DataStore %s exists and was not made by the cluster-controller for the etcd of %s", live.GetName(), etcd)
+		s.stallOn(clusterapi.ControlPlaneReadyCondition, clusterapi.ConflictReason, msg)
+		return nil
+	case !live.GetDeletionTimestamp().IsZero():
+		// Kamaji holds a DataStore that control planes use; made again once gone (the watch).
+		return fmt.Errorf("DataStore %s is being deleted", live.GetName())
+	}
+	if _, err := apply.Apply(ctx, r.Client, desired, live, FieldOwner); err != nil {
+		return err
+	}
+	s.dataStore = desired.GetName()
 	return nil
 }
 
