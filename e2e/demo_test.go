@@ -100,13 +100,15 @@ func TestDemo(t *testing.T) {
 // demoCluster checks what the demo shows of the Kubernetes cluster acme orders through the apps
 // API: the app and its KubernetesCluster Ready with both workers (Cluster API's real managers, the
 // local provider stand-in), the nodes listed by kubectl with the customer's kubeconfig against the
-// customer's own API server, the base add-ons (CNI, CSI node plugin) and the ingress add-on inside, and a third node after scaling; its
+// customer's own API server, the base add-ons (CNI, CSI node plugin) and the ingress add-on inside, and a third node after scaling; the
+// DataStore of the tenant's etcd; its
 // cloud-controller-manager, CSI controller and autoscaler available in the platform's namespace,
 // which acme's admin may not list.
 func demoCluster(t *testing.T, out string) {
 	t.Helper()
 	for _, want := range []string{"kubernetes.apps.flotilla.dev/demo created", "kubernetes.apps.flotilla.dev/demo patched",
 		"kubectl --kubeconfig ", "ingress-settings", "cni-settings", "driver-config", "csi.kubevirt.io", "default 3/3 ready",
+		".svc:2379]", "etcd-ca", // the Kamaji DataStore of acme's etcd
 		`cannot list resource "deployments" in API group "apps" in the namespace "flotilla-cluster-infra"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

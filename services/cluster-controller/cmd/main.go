@@ -34,6 +34,7 @@ func main() {
 	flag.StringVar(&co.Images.CSIDriver, "csi-driver-image", co.Images.CSIDriver, "Image of the KubeVirt CSI driver's controller run per cluster.")
 	flag.StringVar(&co.Images.CSIProvisioner, "csi-provisioner-image", co.Images.CSIProvisioner, "Image of the CSI external-provisioner beside it.")
 	flag.StringVar(&co.Images.CSIAttacher, "csi-attacher-image", co.Images.CSIAttacher, "Image of the CSI external-attacher beside it.")
+	flag.StringVar(&co.Images.CSIResizer, "csi-resizer-image", co.Images.CSIResizer, "Image of the CSI external-resizer beside it.")
 	flag.StringVar(&co.Images.Autoscaler, "autoscaler-image", co.Images.Autoscaler, "Image of cluster-autoscaler (Cluster API provider) run per cluster.")
 	baseAddons := flag.String("base-addons", strings.Join(co.BaseAddons, ","), "Add-ons every cluster gets whatever its spec says, separated by commas (charts of the add-on repository): its CNI and the CSI node plugin. Empty for node images that carry them.")
 	concurrency := flag.Int("concurrency", 4, "How many KubernetesClusters are reconciled at once.")

@@ -206,6 +206,19 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: infraNamespace, Name: stem}, sa); err != nil {
 			t.Fatalf("the cluster's infrastructure ServiceAccount: %v", err)
 		}
+		// Its rights are in the cluster's namespace only: there the CSI controller grows a volume's
+		// claim (under the tenant's quota); in a sibling's, nothing.
+		for ns, want := range map[string]bool{"tenant-a": true, "tenant-b": false} {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: "system:serviceaccount:" + infraNamespace + ":" + stem, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + infraNamespace},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "patch", Resource: "persistentvolumeclaims"}}}
+			if err := k8s.Create(ctx, sar); err != nil {
+				t.Fatal(err)
+			}
+			if sar.Status.Allowed != want {
+				t.Errorf("the infrastructure ServiceAccount may patch claims in %s: %v, want %v", ns, sar.Status.Allowed, want)
+			}
+		}
 		mustForbid(t, "alice reads the kubeconfig's copy", alice.Get(ctx, types.NamespacedName{Namespace: infraNamespace,
 			Name: cluster.InfraKubeconfigSecret("tenant-a", "k")}, &corev1.Secret{}))
 		mustForbid(t, "alice requests a token of the infrastructure ServiceAccount",

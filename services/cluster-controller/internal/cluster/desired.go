@@ -63,6 +63,7 @@ func DefaultOptions() Options {
 			CSIDriver:       "quay.io/kubevirt/kubevirt-csi-driver:v0.4.1",
 			CSIProvisioner:  "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0",
 			CSIAttacher:     "registry.k8s.io/sig-storage/csi-attacher:v4.8.1",
+			CSIResizer:      "registry.k8s.io/sig-storage/csi-resizer:v1.13.1",
 			Autoscaler:      "registry.k8s.io/autoscaling/cluster-autoscaler:v1.37.0",
 		},
 	}

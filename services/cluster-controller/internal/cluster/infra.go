@@ -42,6 +42,7 @@ type InfraImages struct {
 	CSIDriver       string
 	CSIProvisioner  string
 	CSIAttacher     string
+	CSIResizer      string
 	Autoscaler      string
 }
 
@@ -184,6 +185,11 @@ func infra(kc *clusterapi.KubernetesCluster, o Options) ([]runtime.Object, error
 		}, {
 			Name: "csi-attacher", Image: o.Images.CSIAttacher,
 			Args: []string{"--csi-address=/csi/csi.sock", kubeconfig, "--timeout=3m"},
+		}, {
+			// A claim of the customer's grown: the driver grows its DataVolume's claim, under the
+			// tenant's quota; the node plugin then grows the filesystem.
+			Name: "csi-resizer", Image: o.Images.CSIResizer,
+			Args: []string{"--csi-address=/csi/csi.sock", kubeconfig, "--timeout=3m", "--handle-volume-inuse-error=false"},
 		}}, corev1.Volume{Name: "socket-dir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
 		// The management cluster is the in-cluster identity (no --cloud-config); the node groups
 		// are discovered by the cluster-autoscaler annotations of the MachineDeployments.
