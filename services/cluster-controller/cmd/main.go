@@ -35,17 +35,14 @@ func main() {
 	flag.StringVar(&co.Images.CSIProvisioner, "csi-provisioner-image", co.Images.CSIProvisioner, "Image of the CSI external-provisioner beside it.")
 	flag.StringVar(&co.Images.CSIAttacher, "csi-attacher-image", co.Images.CSIAttacher, "Image of the CSI external-attacher beside it.")
 	flag.StringVar(&co.Images.CSIResizer, "csi-resizer-image", co.Images.CSIResizer, "Image of the CSI external-resizer beside it.")
-	flag.StringVar(&co.Images.Autoscaler, "autoscaler-image", co.Images.Autoscaler, "Image of cluster-autoscaler (Cluster API provider) run per cluster.")
+	flag.StringVar(&co.Images.Autoscaler, "autoscaler-image", co.Images.Autoscaler, "Image of cluster-autoscaler (Cluster API provider) run per cluster, for a minor version --autoscaler-images does not name.")
+	autoscalers := flag.String("autoscaler-images", "", "cluster-autoscaler's image for each minor version of the customers' clusters, as minor=image pairs separated by commas.")
 	baseAddons := flag.String("base-addons", strings.Join(co.BaseAddons, ","), "Add-ons every cluster gets whatever its spec says, separated by commas (charts of the add-on repository): its CNI and the CSI node plugin. Empty for node images that carry them.")
 	concurrency := flag.Int("concurrency", 4, "How many KubernetesClusters are reconciled at once.")
 	releases := flag.String("releases", "1.37=v1.37.2", "The release run for each minor version, as minor=release pairs separated by commas.")
 	flag.Parse()
-	co.PatchVersions = map[string]string{}
-	for _, pair := range strings.Split(*releases, ",") {
-		if minor, release, ok := strings.Cut(strings.TrimSpace(pair), "="); ok {
-			co.PatchVersions[minor] = release
-		}
-	}
+	co.PatchVersions = pairs(*releases)
+	co.Images.AutoscalerByMinor = pairs(*autoscalers)
 	co.BaseAddons = nil
 	for _, a := range strings.Split(*baseAddons, ",") {
 		if a = strings.TrimSpace(a); a == "" {
@@ -61,6 +58,17 @@ func main() {
 		ctrl.Log.WithName("setup").Error(err, "Cluster controller failed")
 		os.Exit(1)
 	}
+}
+
+// pairs reads key=value pairs separated by commas.
+func pairs(flag string) map[string]string {
+	out := map[string]string{}
+	for _, pair := range strings.Split(flag, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(pair), "="); ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func run(opts manager.Options, co cluster.Options, concurrency int) error {

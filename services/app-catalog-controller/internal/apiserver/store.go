@@ -525,8 +525,8 @@ func (s *store) saw(rv uint64) {
 }
 
 // caughtUp waits, for at most readYourWrites, until the store has reached every resourceVersion
-// this server has seen (store.seen): what a read does first. Once the store is there, it costs a lock and a
-// comparison.
+// this server has seen (store.seen): what a read does first. Once the store is there, it costs a
+// lock and a comparison.
 func (s *store) caughtUp(ctx context.Context) {
 	if rv := s.seen.Load(); rv > 0 {
 		s.waitFor(ctx, rv, readYourWrites)

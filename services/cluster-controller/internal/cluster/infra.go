@@ -43,7 +43,19 @@ type InfraImages struct {
 	CSIProvisioner  string
 	CSIAttacher     string
 	CSIResizer      string
-	Autoscaler      string
+	// Autoscaler is cluster-autoscaler's image for a minor version AutoscalerByMinor does not name.
+	Autoscaler string
+	// AutoscalerByMinor is cluster-autoscaler's image by the customer cluster's minor version
+	// ("1.37"): its releases follow Kubernetes', and each is made for its own minor.
+	AutoscalerByMinor map[string]string
+}
+
+// autoscaler is cluster-autoscaler's image for a cluster of minor version minor.
+func (i InfraImages) autoscaler(minor string) string {
+	if image, ok := i.AutoscalerByMinor[minor]; ok {
+		return image
+	}
+	return i.Autoscaler
 }
 
 // The infrastructure controllers, by the suffix of their Deployment's name.
@@ -194,7 +206,7 @@ func infra(kc *clusterapi.KubernetesCluster, o Options) ([]runtime.Object, error
 		// The management cluster is the in-cluster identity (no --cloud-config); the node groups
 		// are discovered by the cluster-autoscaler annotations of the MachineDeployments.
 		infraDeployment(kc, o, AutoscalerSuffix, []corev1.Container{{
-			Name: "cluster-autoscaler", Image: o.Images.Autoscaler,
+			Name: "cluster-autoscaler", Image: o.Images.autoscaler(kc.Spec.Version),
 			Args: []string{"--cloud-provider=clusterapi", kubeconfig, "--clusterapi-cloud-config-authoritative",
 				"--node-group-auto-discovery=clusterapi:namespace=" + kc.Namespace + ",clusterName=" + kc.Name,
 				"--leader-elect=false"},

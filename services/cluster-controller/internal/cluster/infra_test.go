@@ -3,6 +3,7 @@ package cluster
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -121,5 +122,31 @@ func TestTheCloudControllersLabelWhatTheyMake(t *testing.T) {
 	values, _, _ := unstructured.NestedStringMap(objs["HelmRelease/"+AddonReleaseName(kc.Name, "csi-node")].Object, "spec", "values", "cluster", "infraLabels")
 	if !maps.Equal(values, want) {
 		t.Errorf("the CSI node plugin is told %v", values)
+	}
+}
+
+// cluster-autoscaler is made for one minor version: a cluster runs the image of its own minor,
+// or the default image for a minor the platform names none for.
+func TestAutoscalerOfTheClustersMinor(t *testing.T) {
+	o := DefaultOptions()
+	o.InfraNamespace = "flotilla-cluster-infra"
+	o.Images.AutoscalerByMinor = map[string]string{"1.36": "registry.example/cluster-autoscaler:v1.36.1"}
+	for version, want := range map[string]string{"1.36": "registry.example/cluster-autoscaler:v1.36.1", "1.37": o.Images.Autoscaler} {
+		kc := makeCluster()
+		kc.Spec.Version = version
+		objs, err := Desired(Inputs{Cluster: kc, DataStore: "flotilla-acme", WorkerVersion: "v" + version + ".0"}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		image := ""
+		for _, u := range objs {
+			if u.GetKind() == "Deployment" && strings.HasSuffix(u.GetName(), "-"+AutoscalerSuffix) {
+				containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+				image, _ = containers[0].(map[string]any)["image"].(string)
+			}
+		}
+		if image != want {
+			t.Errorf("a %s cluster's autoscaler runs %q, want %q", version, image, want)
+		}
 	}
 }
