@@ -418,6 +418,43 @@ func TestDataStoreIsSharedAndGoesWithTheLastCluster(t *testing.T) {
 	}
 }
 
+// A DataStore that no cluster uses any more, the etcd label of its namespaces having changed, goes
+// then, not when some cluster is next deleted; while a cluster of another namespace uses it, it stays.
+func TestDataStoreOfAnEtcdNoLongerUsedGoes(t *testing.T) {
+	nsA, nsB := tenantNamespace(t, "ds-move-a", "ds-old"), tenantNamespace(t, "ds-move-b", "ds-old")
+	create(t, makeCluster(nsA, "one").obj())
+	create(t, makeCluster(nsB, "two").obj())
+	old, moved := cluster.DataStoreName("ds-old"), cluster.DataStoreName("ds-new")
+	on := func(ns, kc, dataStore string) {
+		t.Helper()
+		waitObject(t, cluster.KamajiControlPlaneGVK, ns, cluster.ControlPlaneName(kc), func(u *unstructured.Unstructured) bool {
+			return str(u, "spec", "dataStoreName") == dataStore
+		})
+	}
+	move := func(ns string) {
+		t.Helper()
+		updateObject(t, corev1.SchemeGroupVersion.WithKind("Namespace"), "", ns, func(u *unstructured.Unstructured) {
+			labels := u.GetLabels()
+			labels[tenancyv1.LabelEtcd] = "ds-new"
+			u.SetLabels(labels)
+		})
+	}
+	on(nsA, "one", old)
+	on(nsB, "two", old)
+
+	move(nsA)
+	on(nsA, "one", moved)
+	waitObject(t, cluster.DataStoreGVK, "", moved, nil)
+	if object(t, cluster.DataStoreGVK, "", old) == nil {
+		t.Fatal("the DataStore went while a cluster still uses it")
+	}
+	move(nsB)
+	on(nsB, "two", moved)
+	eventually(t, "DataStore "+old+" deleted", func() (bool, error) {
+		return object(t, cluster.DataStoreGVK, "", old) == nil, nil
+	})
+}
+
 // A DataStore of the name an etcd's needs, made by someone else, is neither changed nor adopted
 // nor deleted; the cluster is Stalled naming it, and nothing is made.
 func TestForeignDataStoreIsLeftAlone(t *testing.T) {

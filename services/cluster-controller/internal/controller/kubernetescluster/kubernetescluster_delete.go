@@ -93,9 +93,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 
 // releaseDataStores deletes the DataStores the cluster-controller made that no cluster but those
 // being deleted uses any more: the last cluster an etcd serves takes its DataStore with it (also
-// one the cluster no longer used, its namespace's etcd having changed). Kamaji holds a DataStore
-// that a control plane still uses until that one is gone, so clusters being deleted together
-// need not wait for each other.
+// one the cluster no longer used, its namespace's etcd having changed while the controller was not
+// there to see it). Kamaji holds a DataStore that a control plane still uses until that one is
+// gone, so clusters being deleted together need not wait for each other.
 func (r *Reconciler) releaseDataStores(ctx context.Context, kc *clusterapi.KubernetesCluster) error {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(cluster.DataStoreGVK.GroupVersion().WithKind(cluster.DataStoreGVK.Kind + "List"))
@@ -103,21 +103,29 @@ func (r *Reconciler) releaseDataStores(ctx context.Context, kc *clusterapi.Kuber
 		return err
 	}
 	for i := range list.Items {
-		ds := &list.Items[i]
-		etcd := ds.GetLabels()[clusterapi.LabelEtcdNamespace]
-		if ds.GetName() != cluster.DataStoreName(etcd) || !ds.GetDeletionTimestamp().IsZero() {
-			continue
-		}
-		users, err := r.clustersOfEtcd(ctx, etcd)
-		if err != nil {
+		if err := r.releaseDataStore(ctx, &list.Items[i], kc); err != nil {
 			return err
 		}
-		if slices.ContainsFunc(users, func(u clusterapi.KubernetesCluster) bool { return u.UID != kc.UID && u.DeletionTimestamp.IsZero() }) {
-			continue
-		}
-		if err := r.Delete(ctx, ds, client.Preconditions{UID: ptrUID(ds)}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting DataStore %s: %w", ds.GetName(), err)
-		}
+	}
+	return nil
+}
+
+// releaseDataStore deletes ds if the cluster-controller made it and no cluster other than leaving
+// (which goes, or uses another etcd now) and those being deleted uses it.
+func (r *Reconciler) releaseDataStore(ctx context.Context, ds *unstructured.Unstructured, leaving *clusterapi.KubernetesCluster) error {
+	etcd := ds.GetLabels()[clusterapi.LabelEtcdNamespace]
+	if etcd == "" || ds.GetName() != cluster.DataStoreName(etcd) || !ds.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	users, err := r.clustersOfEtcd(ctx, etcd)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(users, func(u clusterapi.KubernetesCluster) bool { return u.UID != leaving.UID && u.DeletionTimestamp.IsZero() }) {
+		return nil
+	}
+	if err := r.Delete(ctx, ds, client.Preconditions{UID: ptrUID(ds)}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting DataStore %s: %w", ds.GetName(), err)
 	}
 	return nil
 }

@@ -184,10 +184,33 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, s *scope) error {
 	if applied := len(slices.DeleteFunc(sent, func(ok bool) bool { return !ok })); applied > 0 {
 		ctrl.LoggerFrom(ctx).V(4).Info("Applied owned objects", "count", applied)
 	}
+	if err := r.leaveDataStore(ctx, kc, objs, live, s.dataStore); err != nil {
+		return err
+	}
 	if err := r.pruneNodeGroups(ctx, kc, mds); err != nil {
 		return err
 	}
 	return r.pruneTemplates(ctx, kc, objs, mds)
+}
+
+// leaveDataStore releases the DataStore the control plane used before this apply (live, read
+// before it) if it is not the one it uses now: the etcd label of the cluster's namespace changed.
+// The control plane has moved, so the cluster no longer counts among that DataStore's users.
+func (r *Reconciler) leaveDataStore(ctx context.Context, kc *clusterapi.KubernetesCluster, objs, live []*unstructured.Unstructured, now string) error {
+	i := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool { return o.GroupVersionKind() == cluster.KamajiControlPlaneGVK })
+	if i < 0 || live[i] == nil {
+		return nil
+	}
+	was, _, _ := unstructured.NestedString(live[i].Object, "spec", "dataStoreName")
+	if was == "" || was == now {
+		return nil
+	}
+	ds := &unstructured.Unstructured{}
+	ds.SetGroupVersionKind(cluster.DataStoreGVK)
+	if err := r.Get(ctx, types.NamespacedName{Name: was}, ds); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return r.releaseDataStore(ctx, ds, kc)
 }
 
 // templateRefs are the paths, in a MachineDeployment or MachineSet, of the templates it names.
