@@ -120,48 +120,64 @@ func (x *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*
 	return res, nil
 }
 
-// Prioritize scores each node by where the pod's volumes are: a replica there, or in its zone.
+// Prioritize scores each node by where the pod's volumes are: a replica there, or in its zone. It
+// lists the nodes that score only: kube-scheduler counts a node the list leaves out as 0, and the
+// list is encoded here and decoded there for every pod (most of 1,000 nodes hold nothing of it).
 func (x *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.HostPriorityList, error) {
 	names := nodeNames(args)
 	vols, _, err := x.volumesOf(ctx, args.Pod)
 	if err != nil {
 		return nil, err
 	}
-	out := make(extenderv1.HostPriorityList, len(names))
-	for i, n := range names {
-		out[i].Host = n
-		if len(vols) == 0 {
-			continue
-		}
-		var zone string
-		if node, ok := x.View.Node(n); ok {
-			zone = node.Props[storage.AuxPrefix+x.ZoneKey]
-		}
+	out := extenderv1.HostPriorityList{}
+	if len(vols) == 0 {
+		return &out, nil
+	}
+	zoneKey := storage.AuxPrefix + x.ZoneKey
+	where := make([]places, len(vols))
+	for i, v := range vols {
+		where[i] = x.placesOf(v, zoneKey)
+	}
+	for _, n := range names {
+		zone, looked := "", false
 		var sum int64
-		for _, v := range vols {
-			sum += x.score(v, n, zone)
+		for _, p := range where {
+			if p.nodes[n] {
+				sum += scoreLocal
+				continue
+			}
+			if !looked {
+				if node, ok := x.View.Node(n); ok {
+					zone = node.Props[zoneKey]
+				}
+				looked = true
+			}
+			if zone != "" && p.zones[zone] {
+				sum += scoreSameZone
+			}
 		}
-		out[i].Score = sum / int64(len(vols))
+		if score := sum / int64(len(vols)); score > 0 {
+			out = append(out, extenderv1.HostPriority{Host: n, Score: score})
+		}
 	}
 	return &out, nil
 }
 
-func (x *Extender) score(v storage.Volume, node, zone string) int64 {
-	best := int64(0)
+// places are where a volume's UpToDate diskful replicas are: their nodes, and those nodes' zones.
+type places struct{ nodes, zones map[string]bool }
+
+func (x *Extender) placesOf(v storage.Volume, zoneKey string) places {
+	p := places{nodes: map[string]bool{}, zones: map[string]bool{}}
 	for _, r := range v.Replicas {
 		if !r.Diskful() || !r.UpToDate {
 			continue
 		}
-		if r.Node == node {
-			return scoreLocal
-		}
-		if zone != "" {
-			if rn, ok := x.View.Node(r.Node); ok && rn.Props[storage.AuxPrefix+x.ZoneKey] == zone {
-				best = scoreSameZone
-			}
+		p.nodes[r.Node] = true
+		if rn, ok := x.View.Node(r.Node); ok && rn.Props[zoneKey] != "" {
+			p.zones[rn.Props[zoneKey]] = true
 		}
 	}
-	return best
+	return p
 }
 
 // volumesOf is the pod's LINSTOR volumes that exist (the claims bound to a volume of the LINSTOR

@@ -180,10 +180,14 @@ func TestPodsLandNextToTheirData(t *testing.T) {
 	}
 	var scores extenderv1.HostPriorityList
 	post(t, extenderURL+"/prioritize", body, &scores)
+	scored := map[string]int64{} // a node left out of the list scores 0
 	for _, hp := range scores {
-		local := slices.ContainsFunc(l.Replicas(volumes[0]), func(r linstordouble.Replica) bool { return r.Node == hp.Host && r.Pool != "" })
-		if local != (hp.Score == extenderv1.MaxExtenderPriority) {
-			t.Errorf("score of %s: %d (holds a replica: %v)", hp.Host, hp.Score, local)
+		scored[hp.Host] = hp.Score
+	}
+	for _, n := range names {
+		local := slices.ContainsFunc(l.Replicas(volumes[0]), func(r linstordouble.Replica) bool { return r.Node == n && r.Pool != "" })
+		if local != (scored[n] == extenderv1.MaxExtenderPriority) {
+			t.Errorf("score of %s: %d (holds a replica: %v)", n, scored[n], local)
 		}
 	}
 
