@@ -37,13 +37,7 @@ func TestFilterReadsAClaimTheCacheHasNotSeenYet(t *testing.T) {
 	}
 	srv := httptest.NewServer(d.Handler())
 	t.Cleanup(srv.Close)
-	base, _ := url.Parse(srv.URL)
-	lc, err := linstor.NewWithHTTPClient(base, http.DefaultClient, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	view := linstor.NewView(lc, 0, logr.Discard())
-	view.Refresh(ctx)
+	view := viewOf(ctx, t, srv.URL)
 
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -91,13 +85,7 @@ func TestPrioritizeScoresReplicasThenTheirZone(t *testing.T) {
 			t.Fatalf("POST %s: %s", path, resp.Status)
 		}
 	}
-	base, _ := url.Parse(srv.URL)
-	lc, err := linstor.NewWithHTTPClient(base, http.DefaultClient, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	view := linstor.NewView(lc, 0, logr.Discard())
-	view.Refresh(ctx)
+	view := viewOf(ctx, t, srv.URL)
 
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -135,4 +123,17 @@ func TestPrioritizeScoresReplicasThenTheirZone(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("scores %v, want %v (the replica is on %s)", got, want, holder)
 	}
+}
+
+// viewOf is a polled view of the LINSTOR at u.
+func viewOf(ctx context.Context, t *testing.T, u string) *linstor.View {
+	t.Helper()
+	base, _ := url.Parse(u)
+	lc, err := linstor.NewWithHTTPClient(base, http.DefaultClient, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := linstor.NewView(lc, 0, logr.Discard())
+	view.Refresh(ctx)
+	return view
 }
