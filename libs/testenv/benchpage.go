@@ -1,9 +1,11 @@
 package testenv
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -14,6 +16,13 @@ Written by ` + "`make bench`" + `: each service's benchmark rewrites its own sec
 from one run on one real control plane (etcd + kube-apiserver built from source); ratios compare
 against a baseline measured in the same run, because these machines are noisy.
 `
+
+// Median is the middle value of xs (the upper one of an even count), xs left as it is: the figure
+// benchmarks report from rounds, against one slow round.
+func Median[T cmp.Ordered](xs []T) T {
+	s := slices.Sorted(slices.Values(xs))
+	return s[len(s)/2]
+}
 
 // WriteBenchSection replaces one section of the benchmarks page at path (docs/benchmarks.md),
 // between <!-- begin:name --> and <!-- end:name -->, adding it at the end when missing, so each

@@ -190,15 +190,12 @@ func BenchmarkClusters(b *testing.B) {
 	time.Sleep(quietPeriod)
 	quiet := c.writes.Load() - before
 
-	ratios := make([]float64, rounds)
+	ratios, perRound := make([]float64, rounds), make([]string, rounds)
 	for i := range rounds {
 		ratios[i] = controller[i].Seconds() / direct[i].Seconds()
+		perRound[i] = fmt.Sprintf("%.2f (%.1f s / %.1f s)", ratios[i], controller[i].Seconds(), direct[i].Seconds())
 	}
-	perRound := make([]string, rounds)
-	for i, r := range ratios {
-		perRound[i] = fmt.Sprintf("%.2f (%.1f s / %.1f s)", r, controller[i].Seconds(), direct[i].Seconds())
-	}
-	ratio := median(ratios)
+	ratio := testenv.Median(ratios)
 	b.ReportMetric(ratio, "ratio")
 	b.ReportMetric(float64(quiet), "writes/60s")
 	body := fmt.Sprintf(`%d clusters of one node group, the base add-ons and the cloud controllers (%d owned objects each, and the add-ons' access Secret), on one local kube-apiserver with the Cluster API, CAPK and Kamaji-provider CRDs; the controller at --concurrency %d, in process. %d rounds, each the baseline then a newly started controller with as many new clusters; times are medians of the rounds, the ratio the median of the rounds' own ratios.
@@ -213,7 +210,7 @@ func BenchmarkClusters(b *testing.B) {
 | process RSS then (controller + the benchmark harness) | %s | |
 
 The controller's time, each round, includes creating the %d KubernetesClusters (the finalizer added at admission by the chart's policy), its status writes, and reading back what it applied (every object is applied only if it differs from the cache).
-`, clusters, perCluster.Load(), workers, rounds, medianDuration(controller).Round(time.Millisecond), workers, medianDuration(direct).Round(time.Millisecond), strings.Join(perRound, ", "), ratio, quietPeriod, quiet, heap>>20, rss, clusters)
+`, clusters, perCluster.Load(), workers, rounds, testenv.Median(controller).Round(time.Millisecond), workers, testenv.Median(direct).Round(time.Millisecond), strings.Join(perRound, ", "), ratio, quietPeriod, quiet, heap>>20, rss, clusters)
 	if out := os.Getenv("BENCH_OUT"); out != "" {
 		check(b, testenv.WriteBenchSection(out, "cluster-controller", body))
 	}
@@ -275,21 +272,12 @@ func (c *running) settle() {
 
 func namespace(side string, round, i int) string { return fmt.Sprintf("%s-%d-%d", side, round, i) }
 
-func median(v []float64) float64 {
-	v = slices.Sorted(slices.Values(v))
-	return v[len(v)/2]
-}
-
-func medianDuration(v []time.Duration) time.Duration {
-	v = slices.Sorted(slices.Values(v))
-	return v[len(v)/2]
-}
-
 // countOwned counts the owned objects of the clusters in the namespaces named prefix… as the
 // manager's informers, which watch what the controller owns, see them appear: in the clusters'
-// namespaces, and in the infrastructure namespace (labelled with their namespace there). That costs a label lookup per
-// event. Listing the cache every 20 ms instead took a fifth of the process's CPU in this phase
-// (1.3 s of 5.9 s in a profile), taken from the two cores the controller and kube-apiserver share.
+// namespaces, and in the infrastructure namespace (labelled with their namespace there). That
+// costs a label lookup per event. Listing the cache every 20 ms instead took a fifth of the
+// process's CPU in this phase (1.3 s of 5.9 s in a profile), taken from the two cores the
+// controller and kube-apiserver share.
 func countOwned(ctx context.Context, b *testing.B, c cache.Cache, prefix string) *atomic.Int64 {
 	var n atomic.Int64
 	for _, gvk := range append(slices.Clone(kubernetescluster.Owned), cluster.InfraKinds...) {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,12 +34,6 @@ const (
 	ovnRounds = 3    // rounds of the OVN benchmark
 	workers   = 64   // the controller's default --network-concurrency
 )
-
-// median of xs (sorted in place).
-func median[T cmp.Ordered](xs []T) T {
-	slices.Sort(xs)
-	return xs[len(xs)/2]
-}
 
 // results collects the sections' lines; the last benchmark writes them.
 var results = map[string]string{}
@@ -124,11 +116,11 @@ func BenchmarkAgent(b *testing.B) {
 		ip := runIn(b, base.NS, "ip", "-batch", file)
 		agents, ips, ratios = append(agents, agent), append(ips, ip), append(ratios, float64(agent)/float64(ip))
 	}
-	ratio := median(ratios)
+	ratio := testenv.Median(ratios)
 	b.ReportMetric(ratio, "x-ip-batch")
 	b.ReportMetric(float64(steady), "writes-at-steady-state")
 	results["agent"] = fmt.Sprintf("| node agent: %d rules + routes into a fresh namespace (median of %d rounds) | %s | `ip -batch`: %s | **%.2f×** (goal ≤ 1.2×) | %d |",
-		entries, len(ratios), median(agents).Round(time.Millisecond), median(ips).Round(time.Millisecond), ratio, steady)
+		entries, len(ratios), testenv.Median(agents).Round(time.Millisecond), testenv.Median(ips).Round(time.Millisecond), ratio, steady)
 }
 
 // nbctlBatch is one ovn-nbctl invocation creating the same rows as the programmer for networks
@@ -238,13 +230,13 @@ func BenchmarkOVN(b *testing.B) {
 		_ = base.Stop()
 		progs, nbctls, ratios = append(progs, prog), append(nbctls, nbctl), append(ratios, float64(prog)/float64(nbctl))
 	}
-	ratio := median(ratios)
+	ratio := testenv.Median(ratios)
 	b.ReportMetric(ratio, "x-ovn-nbctl")
 	b.ReportMetric(float64(steady), "txns-at-steady-state")
 	n := time.Duration(len(ratios))
 	ms := func(d time.Duration) string { return (d / n).Round(10 * time.Millisecond).String() }
 	results["ovn"] = fmt.Sprintf("| OVN: %d tenant networks (switch, gateway router, 2 router ports, transit port, SNAT) by %d workers, in %d transactions (median of %d rounds) | %s | one `ovn-nbctl` batch: %s | **%.2f×** (goal ≤ 1.5×) | %d transactions |",
-		networks, workers, txnsMade, len(ratios), median(progs).Round(time.Millisecond), median(nbctls).Round(time.Millisecond), ratio, steady)
+		networks, workers, txnsMade, len(ratios), testenv.Median(progs).Round(time.Millisecond), testenv.Median(nbctls).Round(time.Millisecond), ratio, steady)
 	results["ovn-cpu"] = fmt.Sprintf("CPU per round of the OVN benchmark (mean of %d): the programmer's process %s, the NB ovsdb-server %s, "+
 		"ovn-northd %s and the SB ovsdb-server %s while it ran; ovn-nbctl %s, the NB ovsdb-server %s and ovn-northd %s while the batch ran.",
 		len(ratios), ms(progCPU), ms(nbCPU), ms(northdCPU), ms(sbCPU), ms(nbctlCPU), ms(baseNBCPU), ms(baseNorthdCPU))

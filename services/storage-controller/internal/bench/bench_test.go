@@ -151,18 +151,14 @@ func BenchmarkStorage(b *testing.B) {
 		k := round % len(trio)
 		all = append(append(all, trio[k:]...), trio[:k]...)
 	}
-	withRuns := map[int]bool{}
 	for i, run := range all {
 		progress("kube-scheduler %s: %d pods", run.what, pods)
 		sched, err := env.StartScheduler(dir, run.opts)
 		check(b, err)
 		*run.into = append(*run.into, bindPods(ctx, b, c, i*pods))
 		sched.Stop()
-		if run.into == &r.with {
-			withRuns[i] = true
-		}
 	}
-	r.local = localPods(ctx, b, c, double, withRuns)
+	r.local = localPods(ctx, b, c, double, r.with)
 
 	progress("storage-controller memory: empty LINSTOR, then %d volumes", volumes)
 	empty := httptest.NewServer(linstordouble.New(linstordouble.Options{}).Handler())
@@ -319,30 +315,28 @@ func inProcess(ctx context.Context, b *testing.B, x *extender.Extender) duration
 }
 
 type binding struct {
-	pods int
-	took time.Duration
+	first, pods int // the run's pods: first..first+pods
+	took        time.Duration
 }
 
 func (b binding) perSecond() float64 { return float64(b.pods) / b.took.Seconds() }
 
-// median is the median of the rounds' pods bound per second.
-func median(v []binding) float64 {
-	rates := make([]float64, len(v))
+// rates are the runs' pods bound per second.
+func rates(v []binding) []float64 {
+	out := make([]float64, len(v))
 	for i := range v {
-		rates[i] = v[i].perSecond()
+		out[i] = v[i].perSecond()
 	}
-	slices.Sort(rates)
-	return rates[len(rates)/2]
+	return out
 }
 
 // ratio is the median of the rounds' ratios of a's pods bound per second to b's.
 func ratio(a, b []binding) float64 {
-	rs := make([]float64, len(a))
-	for i := range a {
-		rs[i] = a[i].perSecond() / b[i].perSecond()
+	rs := rates(a)
+	for i, r := range rates(b) {
+		rs[i] /= r
 	}
-	slices.Sort(rs)
-	return rs[len(rs)/2]
+	return testenv.Median(rs)
 }
 
 // ratios lists the rounds' ratios of a's pods bound per second to b's.
@@ -374,7 +368,7 @@ func bindPods(ctx context.Context, b *testing.B, c client.Client, first int) bin
 			}
 		}
 		if bound == pods {
-			return binding{pods: pods, took: time.Since(start)}
+			return binding{first: first, pods: pods, took: time.Since(start)}
 		}
 		if time.Since(start) > 10*time.Minute {
 			b.Fatalf("%d of %d pods bound after 10 minutes", bound, pods)
@@ -389,14 +383,15 @@ func podIndex(name string) int {
 	return i
 }
 
-// localPods counts the pods the extender's scheduler bound (those of the runs in with) to a node
+// localPods counts the pods of the runs with the extender that its scheduler bound to a node
 // holding their data.
-func localPods(ctx context.Context, b *testing.B, c client.Client, d *linstordouble.Double, with map[int]bool) int {
+func localPods(ctx context.Context, b *testing.B, c client.Client, d *linstordouble.Double, with []binding) int {
 	var list corev1.PodList
 	check(b, c.List(ctx, &list, client.InNamespace("bench")))
 	local := 0
 	for _, p := range list.Items {
-		if !with[podIndex(p.Name)/pods] {
+		i := podIndex(p.Name)
+		if !slices.ContainsFunc(with, func(r binding) bool { return i >= r.first && i < r.first+r.pods }) {
 			continue
 		}
 		if slices.ContainsFunc(d.Replicas(p.Name), func(r linstordouble.Replica) bool { return r.Node == p.Spec.NodeName && r.Pool != "" }) {
@@ -489,9 +484,9 @@ lookup per claim).
 		ms(r.work.p(0.5)), ms(r.work.p(0.99)),
 		ms(r.extender.p(0.5)), ms(r.floor.p(0.5)), float64(r.extender.p(0.5))/float64(r.floor.p(0.5)),
 		ms(r.extender.p(0.99)), ms(r.floor.p(0.99)), float64(r.extender.p(0.99))/float64(r.floor.p(0.99)),
-		median(r.with), median(r.without), ratio(r.with, r.without), ratios(r.with, r.without),
-		median(r.defaults), median(r.with)/median(r.defaults),
-		median(r.floorBound), median(r.without), ratio(r.floorBound, r.without), ratios(r.floorBound, r.without),
+		testenv.Median(rates(r.with)), testenv.Median(rates(r.without)), ratio(r.with, r.without), ratios(r.with, r.without),
+		testenv.Median(rates(r.defaults)), testenv.Median(rates(r.with))/testenv.Median(rates(r.defaults)),
+		testenv.Median(rates(r.floorBound)), testenv.Median(rates(r.without)), ratio(r.floorBound, r.without), ratios(r.floorBound, r.without),
 		r.local, rounds*pods,
 		float64(r.rssFull)/1024, volumes, float64(r.rssEmpty)/1024, float64(r.rssFull)/float64(r.rssEmpty),
 		nodes, pods, rounds, runs*pods)

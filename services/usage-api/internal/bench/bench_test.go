@@ -160,7 +160,7 @@ func measure(b *testing.B, sc scenario) result {
 	if want := len(scope.Apps) + len(unattributed); consumers != want {
 		b.Fatalf("the report has %d consumers, want %d", consumers, want)
 	}
-	out.direct, out.report = median(direct), median(report)
+	out.direct, out.report = testenv.Median(direct), testenv.Median(report)
 	return out
 }
 
@@ -311,11 +311,5 @@ func parse(s string) float64 {
 }
 
 func unix(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1e3, 'f', -1, 64) }
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
 
 func humanCount(n int) string { return fmt.Sprintf("%.1f M", float64(n)/1e6) }
