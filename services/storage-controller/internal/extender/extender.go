@@ -10,14 +10,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -68,13 +72,13 @@ func (x *Extender) Handler() http.Handler {
 func serve[T any](w http.ResponseWriter, r *http.Request, verb string, answer func(context.Context, *extenderv1.ExtenderArgs) (T, error)) {
 	start := time.Now()
 	defer func() { latency.WithLabelValues(verb).Observe(time.Since(start).Seconds()) }()
-	var args extenderv1.ExtenderArgs
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&args); err != nil {
+	args, err := Decode(http.MaxBytesReader(w, r.Body, 16<<20))
+	if err != nil {
 		requests.WithLabelValues(verb, "error").Inc()
-		http.Error(w, "invalid ExtenderArgs: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	out, err := answer(r.Context(), &args)
+	out, err := answer(r.Context(), args)
 	if err != nil {
 		requests.WithLabelValues(verb, "error").Inc()
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -85,32 +89,68 @@ func serve[T any](w http.ResponseWriter, r *http.Request, verb string, answer fu
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// nodeNames is the candidate nodes: the scheduler sends names only (nodeCacheCapable) or whole
-// nodes.
-func nodeNames(args *extenderv1.ExtenderArgs) []string {
-	if args.NodeNames != nil {
-		return *args.NodeNames
+// request is the part of kube-scheduler's ExtenderArgs the extender reads: the pod's namespace and
+// claims, and the candidate nodes' names. kube-scheduler sends the whole pod with every call, and
+// decoding all of it cost the extender more than its answer (it shares the nodes' CPUs with
+// kube-scheduler, whose pods per second it slows).
+type request struct {
+	Pod *struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Volumes []struct {
+				PersistentVolumeClaim *struct {
+					ClaimName string `json:"claimName"`
+				} `json:"persistentVolumeClaim"`
+			} `json:"volumes"`
+		} `json:"spec"`
+	} `json:"Pod"`
+	NodeNames *[]string       `json:"NodeNames"`
+	Nodes     json.RawMessage `json:"Nodes"`
+}
+
+// Decode reads an ExtenderArgs holding what the extender reads of the pod, and the node names.
+// It needs kube-scheduler to send node names (nodeCacheCapable: true): answering a list of whole
+// nodes would mean returning them whole.
+func Decode(body io.Reader) (*extenderv1.ExtenderArgs, error) {
+	var req request
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		return nil, fmt.Errorf("invalid ExtenderArgs: %w", err)
 	}
-	var out []string
-	if args.Nodes != nil {
-		for _, n := range args.Nodes.Items {
-			out = append(out, n.Name)
+	if req.NodeNames == nil && len(req.Nodes) > 0 && string(req.Nodes) != "null" {
+		return nil, fmt.Errorf("kube-scheduler sent whole nodes: configure the extender with nodeCacheCapable: true")
+	}
+	args := &extenderv1.ExtenderArgs{NodeNames: req.NodeNames}
+	if req.Pod != nil {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: req.Pod.Metadata.Namespace, Name: req.Pod.Metadata.Name}}
+		for _, v := range req.Pod.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName}}})
+			}
 		}
+		args.Pod = pod
 	}
-	return out
+	return args, nil
 }
 
 // Filter keeps the nodes that can attach every LINSTOR volume of the pod.
 func (x *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
-	names := nodeNames(args)
+	names := ptr.Deref(args.NodeNames, nil)
 	_, claim, err := x.volumesOf(ctx, args.Pod)
 	if err != nil {
 		return &extenderv1.ExtenderFilterResult{Error: err.Error()}, nil
 	}
-	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}}
+	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, NodeNames: &names}
+	if claim == "" {
+		return res, nil
+	}
+	satellites := x.View.NodesByName()
 	keep := make([]string, 0, len(names))
 	for _, n := range names {
-		if _, ok := x.View.Node(n); claim != "" && !ok {
+		if _, ok := satellites[n]; !ok {
 			res.FailedNodes[n] = fmt.Sprintf("node %s has no LINSTOR satellite: it cannot hold or attach the LINSTOR volume of claim %s", n, claim)
 			continue
 		}
@@ -120,11 +160,17 @@ func (x *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*
 	return res, nil
 }
 
-// Prioritize scores each node by where the pod's volumes are: a replica there, or in its zone. It
-// lists the nodes that score only: kube-scheduler counts a node the list leaves out as 0, and the
-// list is encoded here and decoded there for every pod (most of 1,000 nodes hold nothing of it).
+// Prioritize scores each node by where the pod's volumes are: a replica there, or, for a volume
+// none of whose replicas is on a candidate node, in the zone of one. It lists the nodes that score
+// only: kube-scheduler counts a node the list leaves out as 0.
+//
+// The zones count only when no replica can be had: kube-scheduler then prefers the replicas' nodes
+// anyway (by the extender's weight), and decoding and merging a score for every node of their zones
+// (a third of the nodes with three replicas in ten zones) cost it more per pod than all the rest
+// of the extender (make bench: pods bound per second 0.75 of the scheduler without an extender
+// with the zones listed, 0.80 without).
 func (x *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.HostPriorityList, error) {
-	names := nodeNames(args)
+	names := ptr.Deref(args.NodeNames, nil)
 	vols, _, err := x.volumesOf(ctx, args.Pod)
 	if err != nil {
 		return nil, err
@@ -133,26 +179,33 @@ func (x *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	if len(vols) == 0 {
 		return &out, nil
 	}
-	zoneKey := storage.AuxPrefix + x.ZoneKey
+	zones := x.View.NodeProps(storage.AuxPrefix + x.ZoneKey)
 	where := make([]places, len(vols))
 	for i, v := range vols {
-		where[i] = x.placesOf(v, zoneKey)
+		where[i] = placesOf(v, zones)
+	}
+	for _, n := range names {
+		for i := range where {
+			if slices.Contains(where[i].nodes, n) {
+				where[i].candidate = true
+			}
+		}
 	}
 	for _, n := range names {
 		zone, looked := "", false
 		var sum int64
 		for _, p := range where {
-			if p.nodes[n] {
+			if slices.Contains(p.nodes, n) {
 				sum += scoreLocal
 				continue
 			}
-			if !looked {
-				if node, ok := x.View.Node(n); ok {
-					zone = node.Props[zoneKey]
-				}
-				looked = true
+			if p.candidate {
+				continue
 			}
-			if zone != "" && p.zones[zone] {
+			if !looked {
+				zone, looked = zones[n], true
+			}
+			if zone != "" && slices.Contains(p.zones, zone) {
 				sum += scoreSameZone
 			}
 		}
@@ -163,18 +216,23 @@ func (x *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	return &out, nil
 }
 
-// places are where a volume's UpToDate diskful replicas are: their nodes, and those nodes' zones.
-type places struct{ nodes, zones map[string]bool }
+// places are where a volume's UpToDate diskful replicas are: their nodes, and those nodes' zones
+// (a few of each: slices are quicker to search than maps); candidate is whether one of the nodes
+// is among the candidates.
+type places struct {
+	nodes, zones []string
+	candidate    bool
+}
 
-func (x *Extender) placesOf(v storage.Volume, zoneKey string) places {
-	p := places{nodes: map[string]bool{}, zones: map[string]bool{}}
+func placesOf(v storage.Volume, zones map[string]string) places {
+	var p places
 	for _, r := range v.Replicas {
 		if !r.Diskful() || !r.UpToDate {
 			continue
 		}
-		p.nodes[r.Node] = true
-		if rn, ok := x.View.Node(r.Node); ok && rn.Props[zoneKey] != "" {
-			p.zones[rn.Props[zoneKey]] = true
+		p.nodes = append(p.nodes, r.Node)
+		if z := zones[r.Node]; z != "" && !slices.Contains(p.zones, z) {
+			p.zones = append(p.zones, z)
 		}
 	}
 	return p

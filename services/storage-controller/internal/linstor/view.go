@@ -27,6 +27,7 @@ type View struct {
 	mu      sync.RWMutex
 	nodes   []storage.Node
 	byName  map[string]*storage.Node
+	props   map[string]map[string]string // NodeProps' answers since the last poll, by key
 	volumes map[string]storage.Volume
 	err     error
 	fetched bool
@@ -75,6 +76,7 @@ func (v *View) Refresh(ctx context.Context) {
 		for i := range nodes {
 			v.byName[nodes[i].Name] = &nodes[i]
 		}
+		v.props = nil
 	}
 	v.err, v.fetched = err, true
 	v.mu.Unlock()
@@ -103,6 +105,42 @@ func (v *View) Nodes(ctx context.Context) ([]storage.Node, error) {
 	return v.nodes, v.err
 }
 
+// NodesByName returns the nodes as last polled, by name, for many lookups under one lock. Each poll
+// makes a new map: the caller must not change it.
+func (v *View) NodesByName() map[string]*storage.Node {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.byName
+}
+
+// NodeProps returns every node's value of the LINSTOR property key (a node without it is left out),
+// as last polled: worked out once per poll and key, for many lookups (the extender's zones). The
+// caller must not change it.
+func (v *View) NodeProps(key string) map[string]string {
+	v.mu.RLock()
+	m, ok := v.props[key]
+	v.mu.RUnlock()
+	if ok {
+		return m
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if m, ok := v.props[key]; ok {
+		return m
+	}
+	m = make(map[string]string, len(v.nodes))
+	for _, n := range v.nodes {
+		if val, ok := n.Props[key]; ok {
+			m[n.Name] = val
+		}
+	}
+	if v.props == nil {
+		v.props = map[string]map[string]string{}
+	}
+	v.props[key] = m
+	return m
+}
+
 // Volume returns the volume name as last polled.
 func (v *View) Volume(name string) (storage.Volume, bool) {
 	v.mu.RLock()
@@ -116,12 +154,4 @@ func (v *View) Volumes() map[string]storage.Volume {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.volumes
-}
-
-// Node returns the node name as last polled, and whether LINSTOR has it.
-func (v *View) Node(name string) (*storage.Node, bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	n, ok := v.byName[name]
-	return n, ok
 }
