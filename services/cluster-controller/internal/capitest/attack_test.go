@@ -118,12 +118,8 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 	tenantNamespace(t, "tenant-a")
 	tenantNamespace(t, "tenant-b")
 	startProvider(t, "tenant-a")
-	kc := &clusterapi.KubernetesCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: "tenant-a"},
-		Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
-			NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 1, MaxReplicas: 2, InstanceType: "small"}},
-			Addons:     clusterapi.Addons{Ingress: true}},
-	}
+	kc := smallCluster("tenant-a", "k", 1, 2)
+	kc.Spec.Addons.Ingress = true
 	if err := k8s.Create(ctx, kc); err != nil {
 		t.Fatal(err)
 	}
@@ -244,9 +240,7 @@ func TestAttackTenantAdminsAndTheCluster(t *testing.T) {
 
 	t.Run("a customer's cluster is its own: a sibling's kubeconfig does not open it", func(t *testing.T) {
 		startProvider(t, "tenant-b")
-		b := &clusterapi.KubernetesCluster{ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: "tenant-b"},
-			Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
-				NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 0, MaxReplicas: 1, InstanceType: "small"}}}}
+		b := smallCluster("tenant-b", "k", 0, 1)
 		if err := k8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}

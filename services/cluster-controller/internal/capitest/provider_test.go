@@ -13,11 +13,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -115,6 +119,37 @@ func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// watchConfigMaps watches the ConfigMaps of namespace ns in the customer's cluster at kubeconfig
+// from now until the watch ends (its kube-apiserver stops); the function it returns waits for
+// that end (up to two minutes) and returns the names of those deleted meanwhile.
+func watchConfigMaps(t *testing.T, kubeconfig, ns string) func() map[string]bool {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	w, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	deleted, done := map[string]bool{}, make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Deleted {
+				deleted[cm.Name] = true
+			}
+		}
+	}()
+	return func() map[string]bool {
+		defer cancel()
+		<-done
+		return deleted
+	}
 }
 
 // etcdKeys counts the keys under prefix in the platform's etcd, through etcd's JSON gateway.

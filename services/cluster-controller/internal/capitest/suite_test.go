@@ -129,11 +129,7 @@ func run(m *testing.M) (int, error) {
 	}
 	// kube-apiserver applies the finalizer policy moments after it is created, and answers 503 to
 	// creates until its admission knows the CRD's schema.
-	probe := func() client.Object {
-		return &clusterapi.KubernetesCluster{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
-			Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
-				NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: 1, MaxReplicas: 1, InstanceType: "small"}}}}
-	}
+	probe := func() client.Object { return smallCluster("default", "probe", 1, 1) }
 	if err := testenv.WaitAdmitted(ctx, k8s, probe, kubernetescluster.HasFinalizer); err != nil {
 		return 0, err
 	}
@@ -282,4 +278,12 @@ func selfSigned(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+}
+
+// smallCluster is a KubernetesCluster of one control-plane replica and a node group "default" of
+// min to max small nodes.
+func smallCluster(ns, name string, min, max int32) *clusterapi.KubernetesCluster {
+	return &clusterapi.KubernetesCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: clusterapi.KubernetesClusterSpec{Version: "1.37", ControlPlane: clusterapi.ControlPlane{Replicas: 1},
+			NodeGroups: []clusterapi.NodeGroup{{Name: "default", MinReplicas: min, MaxReplicas: max, InstanceType: "small"}}}}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
@@ -35,7 +38,12 @@ func (p *Provider) reconcileControlPlane(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err
 	}
 	if kcp.GetDeletionTimestamp() != nil {
-		return ctrl.Result{}, p.stopServer(req.NamespacedName)
+		return ctrl.Result{}, p.deleteControlPlane(ctx, kcp)
+	}
+	if controllerutil.AddFinalizer(kcp, DataStoreFinalizer) {
+		if err := p.Client.Update(ctx, kcp); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	// Kamaji serves a control plane once Cluster API's Cluster refers to it.
 	clusterName := kcp.GetLabels()[clusterv1.ClusterNameLabel]
@@ -85,10 +93,7 @@ func (p *Provider) ensureServer(ctx context.Context, kcp, capiCluster *unstructu
 	if s != nil && s.alive() {
 		return s, nil
 	}
-	schema, _, _ := unstructured.NestedString(kcp.Object, "spec", "dataStoreSchema")
-	if schema == "" {
-		schema = kcp.GetNamespace() + "_" + kcp.GetName() // Kamaji's default
-	}
+	schema := dataStoreSchema(kcp)
 	cidr := defaultServiceCIDR
 	if blocks, _, _ := unstructured.NestedStringSlice(capiCluster.Object, "spec", "clusterNetwork", "services", "cidrBlocks"); len(blocks) > 0 {
 		cidr = blocks[0]
@@ -113,6 +118,38 @@ func (p *Provider) ensureServer(ctx context.Context, kcp, capiCluster *unstructu
 		}
 	}()
 	return s, nil
+}
+
+// DataStoreFinalizer keeps a KamajiControlPlane until its data is gone from the DataStore, as
+// Kamaji's does.
+const DataStoreFinalizer = "localprovider.cluster.flotilla.dev/datastore"
+
+// dataStoreSchema is the key prefix of kcp's data in its DataStore (without the leading slash).
+func dataStoreSchema(kcp *unstructured.Unstructured) string {
+	if schema, _, _ := unstructured.NestedString(kcp.Object, "spec", "dataStoreSchema"); schema != "" {
+		return schema
+	}
+	return kcp.GetNamespace() + "_" + kcp.GetName() // Kamaji's default
+}
+
+// deleteControlPlane stops kcp's kube-apiserver and deletes its keys from the etcd, as Kamaji
+// deletes a deleted control plane's data from its DataStore, then lets kcp go.
+func (p *Provider) deleteControlPlane(ctx context.Context, kcp *unstructured.Unstructured) error {
+	if err := p.stopServer(client.ObjectKeyFromObject(kcp)); err != nil || !controllerutil.ContainsFinalizer(kcp, DataStoreFinalizer) {
+		return err
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(p.Options.EtcdServers, ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	prefix := "/" + dataStoreSchema(kcp) + "/"
+	if _, err := etcd.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
+		return fmt.Errorf("deleting %s* from etcd: %w", prefix, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted the control plane's data", "etcdPrefix", prefix)
+	controllerutil.RemoveFinalizer(kcp, DataStoreFinalizer)
+	return p.Client.Update(ctx, kcp)
 }
 
 // patchEndpoint writes spec.controlPlaneEndpoint, as Kamaji's provider does; Cluster API copies it

@@ -10,8 +10,10 @@
 //     status (version, initialization, replicas, Available), Cluster API's <cluster>-ca and
 //     <cluster>-kubeconfig Secrets (key value), controlled by the KamajiControlPlane. The
 //     externally managed KubevirtCluster (annotation cluster.x-k8s.io/managed-by) gets the
-//     endpoint and status.ready, which CAPK leaves to the control-plane provider. The process is
-//     stopped when the KamajiControlPlane is deleted; the keys under its prefix stay in etcd.
+//     endpoint and status.ready, which CAPK leaves to the control-plane provider. When the
+//     KamajiControlPlane is deleted, the process is stopped and the keys under its prefix are
+//     deleted from etcd, as Kamaji deletes a control plane's data from its DataStore (a finalizer
+//     holds the KamajiControlPlane until then).
 //   - KubeVirt and the guest: a KubevirtMachine whose Machine's bootstrap data exists "boots": its
 //     Node registers in the customer's API server with providerID kubevirt://<name>, Ready, with
 //     the node labels and taints of its KubeadmConfig, and the KubevirtMachine reports ready with
