@@ -44,6 +44,8 @@ type store struct {
 	changes   int   // in every kind's history
 	watching  int
 	watchers  map[string]map[*watcher]struct{}
+	// stopped: the server is shutting down; watches are refused.
+	stopped bool
 	// advanced is closed and replaced each time rv moves, for waitFor.
 	advanced chan struct{}
 	// seen is the newest resourceVersion this server has answered a write with or read from
@@ -218,10 +220,12 @@ func (s *store) Replace(objs []any, rv string) error {
 	return nil
 }
 
-// stop ends every watch, as the server shuts down: clients resume on another replica.
+// stop ends every watch and refuses new ones, as the server shuts down: clients resume on another
+// replica.
 func (s *store) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopped = true
 	for kind, byWatcher := range s.watchers {
 		for w := range byWatcher {
 			s.drop(kind, w)
@@ -411,6 +415,11 @@ func (s *store) list(kind, namespace string, at uint64, keep func(*helmv2.HelmRe
 func (s *store) watch(w *watcher, from string, sendInitialEvents bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stopped {
+		// The server still takes requests while it shuts down, and a client whose watch stop
+		// ended watches again at once: it must go elsewhere, not wait here for the shutdown.
+		return apierrors.NewServiceUnavailable("the apps apiserver is shutting down")
+	}
 	if sendInitialEvents || from == "" || from == "0" {
 		for key, hr := range s.apps[w.kind] {
 			if w.namespace == "" || key.namespace == w.namespace {
