@@ -61,6 +61,31 @@ func TestAttackInjectedStorageClass(t *testing.T) {
 	}
 }
 
+// A quantity like 1e1000000000 is nine bytes, but adding or comparing it builds a number of a
+// billion digits: a child tenant ordered with one would stall whoever does its quota arithmetic.
+// The Tenant app's schema refuses a decimal exponent beyond two digits, naming the field.
+func TestAttackHugeQuantity(t *testing.T) {
+	ctx := context.Background()
+	installDefinition(t, "tenant")
+	acme := tenantNamespace(t, "acme")
+	mallory := tenantAdmin(t, acme, "mallory")
+	appsGVR := schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "tenants"}
+	app := appObject("Tenant", acme, "huge", "{}")
+	if err := unstructured.SetNestedField(app.Object, map[string]any{"requests.cpu": "1e1000000000"}, "spec", "resourceQuotas"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := mallory.Resource(appsGVR).Namespace(acme).Create(ctx, app, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.resourceQuotas.requests.cpu") {
+		t.Fatalf("a quota of 1e1000000000 was not refused naming spec.resourceQuotas.requests.cpu: %v", err)
+	}
+	if err := unstructured.SetNestedField(app.Object, map[string]any{"requests.cpu": "1e3"}, "spec", "resourceQuotas"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mallory.Resource(appsGVR).Namespace(acme).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a quota of 1e3: %v", err)
+	}
+}
+
 // An app whose chart renders an object that exists and is not the release's fails, naming the
 // object, and leaves the object as it was: the Tenant app "dev" must not take over the Tenant "dev"
 // acme's administrator made by hand (deleting the app would then delete that tenant).

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -60,6 +61,18 @@ func createClaim(t *testing.T, c *corev1.PersistentVolumeClaim) error {
 	return nil
 }
 
+// judged waits until kube-apiserver calls the claim webhook for class: a policy is Ready once the
+// webhook's match condition names its class, but kube-apiserver's admission sees the changed
+// configuration moments later, and a claim admitted before then is never judged. The probe is a
+// dry run of a claim too large for any node, so nothing is left behind.
+func judged(t *testing.T, ns, class string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the claim webhook to judge claims of class "+class, func() (bool, error) {
+		err := k8s.Create(context.Background(), claim(ns, "probe", class, "1Pi"), client.DryRunAll)
+		return apierrors.IsInvalid(err), err
+	})
+}
+
 // A claim of a policy's StorageClass that no qualifying set of nodes can hold is refused at once,
 // with the numbers and the field; one that fits, and claims of other classes, are admitted.
 func TestOversizeClaimIsRefused(t *testing.T) {
@@ -68,6 +81,7 @@ func TestOversizeClaimIsRefused(t *testing.T) {
 	ns := namespace(t, "claims")
 	create(t, replicated("fit"))
 	condition(t, "fit", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+	judged(t, ns, "fit")
 
 	err := k8s.Create(ctx, claim(ns, "huge", "fit", "200Gi"))
 	if err == nil {
@@ -76,6 +90,14 @@ func TestOversizeClaimIsRefused(t *testing.T) {
 	for _, want := range []string{"spec.resources.requests.storage", "2 replicas of 200Gi: the largest free on 2 distinct zones is 100Gi (node-"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+	// Value() of a quantity beyond an int64 of bytes answers 0 or wraps below zero: such a claim
+	// would fit anywhere if its size were taken from it.
+	for i, size := range []string{"9223372036854775808", "1e30", "1e100000"} {
+		err := createClaim(t, claim(ns, fmt.Sprintf("beyond-%d", i), "fit", size))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.resources.requests.storage") {
+			t.Errorf("a claim of %s: %v, want it refused naming its size", size, err)
 		}
 	}
 	if err := createClaim(t, claim(ns, "fits", "fit", "100Gi")); err != nil {
@@ -106,6 +128,7 @@ func TestOversizeResizeIsRefused(t *testing.T) {
 	ns := namespace(t, "claims")
 	create(t, replicated("grows"))
 	condition(t, "grows", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+	judged(t, ns, "grows")
 	if err := raw.ResourceGroups.Spawn(ctx, "flotilla-grows", lapi.ResourceGroupSpawn{ResourceDefinitionName: "pvc-grows", VolumeSizes: []int64{50 * gib}}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,10 +158,13 @@ func TestOversizeResizeIsRefused(t *testing.T) {
 	var refusal error
 	eventually(t, 10*time.Second, "resize to 120Gi refused for capacity", func() (bool, error) {
 		refusal = resize("120Gi")
-		return refusal != nil && strings.Contains(refusal.Error(), "resize by 70Gi"), nil
+		return refusal != nil && strings.Contains(refusal.Error(), "resize by 70Gi"), refusal
 	})
 	if !strings.Contains(refusal.Error(), "has 50Gi free in storage pool ssd") {
 		t.Errorf("refusal does not say what is free: %v", refusal)
+	}
+	if err := resize("1e30"); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "the largest int64") {
+		t.Errorf("a resize to 1e30 bytes: %v, want it refused as beyond an int64", err)
 	}
 	if err := resize("80Gi"); err != nil {
 		t.Errorf("a resize that fits: %v", err)

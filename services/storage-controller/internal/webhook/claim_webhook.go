@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/flotilla-dev/flotilla/libs/apis/quantity"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/storage"
@@ -57,18 +58,28 @@ func (v *ClaimValidator) ValidateCreate(ctx context.Context, pvc *corev1.Persist
 	if p == nil || err != nil {
 		return nil, err
 	}
-	return nil, v.fits(ctx, pvc, p, kib(pvc.Spec.Resources.Requests.Storage()))
+	size, err := requestKiB(pvc)
+	if err != nil {
+		return nil, err
+	}
+	return nil, v.fits(ctx, pvc, p, size)
 }
 
 // ValidateUpdate implements admission.Validator: a resize must fit where the volume's replicas
 // are (each grows in place); an unbound claim's new size must fit anywhere, as a new claim.
 func (v *ClaimValidator) ValidateUpdate(ctx context.Context, old, pvc *corev1.PersistentVolumeClaim) (admission.Warnings, error) {
-	before, after := kib(old.Spec.Resources.Requests.Storage()), kib(pvc.Spec.Resources.Requests.Storage())
-	if after <= before {
+	// Capped, so that a claim admitted with a size beyond an int64 before it was refused can
+	// still be updated in other ways.
+	before := kib(quantity.Cap(*old.Spec.Resources.Requests.Storage()))
+	if kib(quantity.Cap(*pvc.Spec.Resources.Requests.Storage())) <= before {
 		return nil, nil
 	}
 	p, err := v.policyOf(ctx, pvc)
 	if p == nil || err != nil {
+		return nil, err
+	}
+	after, err := requestKiB(pvc)
+	if err != nil {
 		return nil, err
 	}
 	if pvc.Spec.VolumeName == "" {
@@ -143,7 +154,22 @@ func invalid(pvc *corev1.PersistentVolumeClaim, errs ...*field.Error) error {
 	return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim").GroupKind(), pvc.Name, errs)
 }
 
+// requestKiB is the claim's storage request in KiB, or an error naming the field when the request
+// is beyond an int64 of bytes: Value() of such a quantity answers 0 or wraps below zero, which
+// would fit anywhere.
+func requestKiB(pvc *corev1.PersistentVolumeClaim) (int64, error) {
+	q := *pvc.Spec.Resources.Requests.Storage()
+	if err := quantity.Validate(sizePath, q); err != nil {
+		return 0, invalid(pvc, err)
+	}
+	return kib(q), nil
+}
+
 // kib is a size in KiB, rounded up as LINSTOR sizes volumes.
-func kib(q *resource.Quantity) int64 {
-	return (q.Value() + 1023) / 1024
+func kib(q resource.Quantity) int64 {
+	b := q.Value()
+	if b%1024 != 0 {
+		return b/1024 + 1
+	}
+	return b / 1024
 }

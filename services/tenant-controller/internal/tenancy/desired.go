@@ -11,6 +11,7 @@ import (
 	netv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
+	"github.com/flotilla-dev/flotilla/libs/apis/quantity"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -179,10 +180,11 @@ func OwnQuota(t *tenancyv1.Tenant, children []tenancyv1.Tenant) corev1.ResourceL
 		return nil
 	}
 	hard := corev1.ResourceList{}
-	for name, q := range t.Spec.ResourceQuotas {
-		left := q.DeepCopy()
-		for _, c := range children {
-			if r, ok := c.Spec.ResourceQuotas[name]; ok {
+	for name := range t.Spec.ResourceQuotas {
+		left, _ := quotaOf(t, name)
+		left = left.DeepCopy()
+		for i := range children {
+			if r, ok := quotaOf(&children[i], name); ok {
 				left.Sub(r)
 			}
 		}
@@ -223,10 +225,10 @@ func LimitRange(ns string, t *tenancyv1.Tenant) *corev1ac.LimitRangeApplyConfigu
 	}
 	item := corev1ac.LimitRangeItem().WithType(corev1.LimitTypeContainer)
 	if len(lr.Default) > 0 {
-		item.WithDefault(lr.Default)
+		item.WithDefault(quantity.CapAll(lr.Default))
 	}
 	if len(lr.DefaultRequest) > 0 {
-		item.WithDefaultRequest(lr.DefaultRequest)
+		item.WithDefaultRequest(quantity.CapAll(lr.DefaultRequest))
 	}
 	return corev1ac.LimitRange(LimitRangeName, ns).WithLabels(ManagedLabels).
 		WithSpec(corev1ac.LimitRangeSpec().WithLimits(item))

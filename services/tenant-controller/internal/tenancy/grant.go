@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/flotilla-dev/flotilla/libs/apis/quantity"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -26,7 +27,7 @@ const maxNamed = 5
 // Every reconcile of every child computes the same order from the same siblings, so the outcome
 // does not depend on which reconcile or which webhook call ran first.
 func FitQuota(t *tenancyv1.Tenant, parent *tenancyv1.Tenant, siblings []tenancyv1.Tenant) field.ErrorList {
-	caps := parent.Spec.ResourceQuotas
+	caps := quantity.CapAll(parent.Spec.ResourceQuotas)
 	if len(caps) == 0 {
 		return nil
 	}
@@ -63,7 +64,7 @@ func FitQuota(t *tenancyv1.Tenant, parent *tenancyv1.Tenant, siblings []tenancyv
 			if avail.Sign() < 0 {
 				avail = resource.Quantity{}
 			}
-			own := t.Spec.ResourceQuotas[name]
+			own, _ := quotaOf(t, name)
 			msg := fmt.Sprintf("exceeds what parent tenant %s has left: %s caps it at %s", parent.Name, parent.Name, limit.String())
 			if len(holders) > 0 {
 				msg += fmt.Sprintf(", earlier siblings hold %s (%s)", held.String(), nameList(holders))
@@ -102,7 +103,7 @@ func OrderByCreation(t *tenancyv1.Tenant, siblings []tenancyv1.Tenant) []*tenanc
 func shortfall(s *tenancyv1.Tenant, caps corev1.ResourceList, granted map[string]resource.Quantity) map[string]bool {
 	var out map[string]bool
 	for name, limit := range caps {
-		own, ok := s.Spec.ResourceQuotas[name]
+		own, ok := quotaOf(s, name)
 		total := granted[string(name)]
 		total = total.DeepCopy()
 		total.Add(own)
@@ -120,7 +121,8 @@ func addAll(granted map[string]resource.Quantity, s *tenancyv1.Tenant, caps core
 	for name := range caps {
 		q := granted[string(name)]
 		q = q.DeepCopy()
-		q.Add(s.Spec.ResourceQuotas[name])
+		own, _ := quotaOf(s, name)
+		q.Add(own)
 		granted[string(name)] = q
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/flotilla-dev/flotilla/libs/apis/quantity"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -45,7 +46,7 @@ func Validate(t *tenancyv1.Tenant) field.ErrorList {
 		errs = append(errs, validateResources(p.Child("default"), lr.Default)...)
 		errs = append(errs, validateResources(p.Child("defaultRequest"), lr.DefaultRequest)...)
 		for name, req := range lr.DefaultRequest {
-			if lim, ok := lr.Default[name]; ok && req.Cmp(lim) > 0 {
+			if lim, ok := lr.Default[name]; ok && quantity.InRange(req) && quantity.InRange(lim) && req.Cmp(lim) > 0 {
 				errs = append(errs, field.Invalid(p.Child("defaultRequest").Key(string(name)), req.String(),
 					fmt.Sprintf("must not exceed spec.limitRange.default[%s] (%s)", name, lim.String())))
 			}
@@ -90,7 +91,9 @@ func validateResources(p *field.Path, rl corev1.ResourceList) field.ErrorList {
 		for _, msg := range validation.IsQualifiedName(string(name)) {
 			errs = append(errs, field.Invalid(p.Key(string(name)), string(name), "resource name: "+msg))
 		}
-		if q.Sign() < 0 {
+		if err := quantity.Validate(p.Key(string(name)), q); err != nil {
+			errs = append(errs, err)
+		} else if q.Sign() < 0 {
 			errs = append(errs, field.Invalid(p.Key(string(name)), q.String(), "must not be negative"))
 		}
 	}
@@ -114,8 +117,8 @@ func ValidateQuota(t *tenancyv1.Tenant, ancestors []*tenancyv1.Tenant, siblings 
 	parent := ancestors[len(ancestors)-1]
 	p := field.NewPath("spec", "resourceQuotas")
 	for _, name := range sortedNames(parent.Spec.ResourceQuotas) {
-		limit := parent.Spec.ResourceQuotas[name]
-		own, ok := t.Spec.ResourceQuotas[name]
+		limit, _ := quotaOf(parent, name)
+		own, ok := quotaOf(t, name)
 		if !ok {
 			errs = append(errs, field.Required(p.Key(string(name)),
 				fmt.Sprintf("parent tenant %s caps %s at %s, so this tenant must declare its share of it", parent.Name, name, limit.String())))
@@ -129,7 +132,7 @@ func ValidateQuota(t *tenancyv1.Tenant, ancestors []*tenancyv1.Tenant, siblings 
 			if s.Name == t.Name || IsRoot(keyOf(&s)) {
 				continue
 			}
-			if q, ok := s.Spec.ResourceQuotas[name]; ok && !q.IsZero() {
+			if q, ok := quotaOf(&s, name); ok && !q.IsZero() {
 				reserved.Add(q)
 				others = append(others, s.Name+"="+q.String())
 			}
@@ -191,6 +194,13 @@ func roleNames() []string {
 		out[i] = string(r)
 	}
 	return out
+}
+
+// quotaOf is t's quota of name, capped (quantity.Cap) so that a value admitted before the
+// webhook refused it cannot make the quota arithmetic run for minutes.
+func quotaOf(t *tenancyv1.Tenant, name corev1.ResourceName) (resource.Quantity, bool) {
+	q, ok := t.Spec.ResourceQuotas[name]
+	return quantity.Cap(q), ok
 }
 
 func sortedNames(rl corev1.ResourceList) []corev1.ResourceName {

@@ -198,6 +198,8 @@ func TestValidationAtTheAPI(t *testing.T) {
 		{MakeTenant("nope", "tenant-missing").Obj(), "parent tenant tenant-root/missing does not exist"},
 		{MakeTenant("a23456789012345678901234567890123456789012345678901234567", "tenant-root").Obj(), "at most 56 characters"},
 		{MakeTenant("neg", "tenant-root").Quota("cpu", "-1").Quota("count/pods", "1").Obj(), "must not be negative"},
+		// Nine bytes that parse at once, and would take the quota arithmetic minutes and gigabytes.
+		{MakeTenant("huge", "tenant-root").Quota("cpu", "1e1000000000").Quota("count/pods", "1").Obj(), "(the largest int64)"},
 		{MakeTenant("host", "tenant-root").Host("Not_A_Host").Quota("cpu", "1").Quota("count/pods", "1").Obj(), "spec.host"},
 	} {
 		err := k8s.Create(ctx, tc.tenant)
