@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/procfs"
 	"github.com/vishvananda/netns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -254,28 +255,21 @@ func selfCPU(who int) time.Duration {
 func ovnCPU(o *testenv.OVN) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, name := range []string{"nb", "sb", "northd"} {
-		pid, err := os.ReadFile(filepath.Join(o.Dir, name+".pid"))
+		raw, err := os.ReadFile(filepath.Join(o.Dir, name+".pid"))
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+		p, err := procfs.NewProc(pid)
 		if err != nil {
 			continue
 		}
-		// Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) < 13 {
-			continue
+		if st, err := p.Stat(); err == nil {
+			out[name] = time.Duration(st.CPUTime() * float64(time.Second))
 		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		out[name] = time.Duration(u+s) * time.Second / clockTicks
 	}
 	return out
 }
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on Linux.
-const clockTicks = 100
 
 func writePage(b *testing.B) {
 	out := os.Getenv("BENCH_OUT")

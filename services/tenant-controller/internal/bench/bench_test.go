@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -546,21 +547,11 @@ func tenantEvents(ctx context.Context, b *testing.B, c client.Client) int {
 
 // pidOf finds the process whose executable is named name (the control plane this run started).
 func pidOf(b *testing.B, name string) int {
-	entries, err := os.ReadDir("/proc")
+	procs, err := procfs.AllProcs()
 	check(b, err)
-	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || !strings.Contains(string(stat), "("+name+")") {
-			continue
-		}
-		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if strings.Contains(string(status), fmt.Sprintf("PPid:\t%d\n", self)) {
-			return pid
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.Comm == name && st.PPID == os.Getpid() {
+			return p.PID
 		}
 	}
 	b.Fatalf("no %s started by this process", name)
@@ -569,27 +560,20 @@ func pidOf(b *testing.B, name string) int {
 
 // cpuSeconds reads the user+system CPU time of a process.
 func cpuSeconds(b *testing.B, pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	check(b, err)
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.Atoi(f[11])
-	stime, _ := strconv.Atoi(f[12])
-	return float64(utime+stime) / 100 // USER_HZ
+	st, err := p.Stat()
+	check(b, err)
+	return st.CPUTime()
 }
 
 // peakRSS reads VmHWM (KiB) of a process.
 func peakRSS(b *testing.B, pid int) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, err := procfs.NewProc(pid)
 	check(b, err)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kib, err := strconv.Atoi(f[1])
-			check(b, err)
-			return kib
-		}
-	}
-	b.Fatal("no VmHWM")
-	return 0
+	st, err := p.NewStatus()
+	check(b, err)
+	return int(st.VmHWM / 1024)
 }
 
 // writeResult writes the figures into their section of docs/benchmarks.md, when BENCH_OUT names it.
