@@ -32,7 +32,7 @@ test: tools ## Run all unit and integration tests (-race) on a real control plan
 	@bash e2e/test.sh $(MODULES)
 
 .PHONY: bench
-bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it (about 10 minutes)
+bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it (about 13 minutes on 2 cores)
 	@for s in $(SERVICES); do \
 	  if [ ! -d services/$$s/internal/bench ]; then echo "$$s: no benchmark yet"; continue; fi; \
 	  (cd services/$$s && BENCH_OUT=$(CURDIR)/docs/benchmarks.md \
