@@ -11,6 +11,7 @@ import (
 	lapi "github.com/LINBIT/golinstor/client"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +74,28 @@ func judged(t *testing.T, ns, class string) {
 	})
 }
 
+// tenantAdmin is a client acting as user, allowed to manage claims in ns only (what a tenant
+// admin's role grants of them).
+func tenantAdmin(t *testing.T, ns, user string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"*"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := env.As(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // A claim of a policy's StorageClass that no qualifying set of nodes can hold is refused at once,
 // with the numbers and the field; one that fits, and claims of other classes, are admitted.
 func TestOversizeClaimIsRefused(t *testing.T) {
@@ -93,11 +116,17 @@ func TestOversizeClaimIsRefused(t *testing.T) {
 		}
 	}
 	// Value() of a quantity beyond an int64 of bytes answers 0 or wraps below zero: such a claim
-	// would fit anywhere if its size were taken from it.
+	// would fit anywhere if its size were taken from it. Tried from a tenant admin's seat: mallory
+	// may create claims in her namespace, and nothing more.
+	mallory := tenantAdmin(t, ns, "mallory")
 	for i, size := range []string{"9223372036854775808", "1e30", "1e100000"} {
-		err := createClaim(t, claim(ns, fmt.Sprintf("beyond-%d", i), "fit", size))
+		c := claim(ns, fmt.Sprintf("beyond-%d", i), "fit", size)
+		err := mallory.Create(ctx, c)
+		if err == nil {
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), c) })
+		}
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.resources.requests.storage") {
-			t.Errorf("a claim of %s: %v, want it refused naming its size", size, err)
+			t.Errorf("mallory's claim of %s: %v, want it refused naming its size", size, err)
 		}
 	}
 	if err := createClaim(t, claim(ns, "fits", "fit", "100Gi")); err != nil {
