@@ -23,6 +23,8 @@ func TestStarterCatalogDelivers(t *testing.T) {
 		{"tenant", "team", schema.GroupVersionKind{Group: "tenancy.flotilla.dev", Version: "v1alpha1", Kind: "Tenant"}, ""},
 		{"virtualmachine", "box", schema.GroupVersionKind{Group: "kubevirt.io", Version: "v1", Kind: "VirtualMachine"}, "vm-box"},
 		{"kubernetes", "prod", schema.GroupVersionKind{Group: "cluster.flotilla.dev", Version: "v1alpha1", Kind: "KubernetesCluster"}, "k8s-prod"},
+		// Its objects' names are fixed (the cluster-controller finds a tenant's etcd by them).
+		{"etcd", "main", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, "etcd"},
 	}
 	ns := tenantNamespace(t, "starter")
 	for _, c := range cases {
