@@ -1,6 +1,7 @@
 // Command app-catalog-controller reconciles the catalog (catalog.flotilla.dev): it reports which
 // ApplicationDefinitions are served and why not, guards their deletion while apps exist, and
-// imports definitions from CatalogSources. The apps themselves are served by cmd/apiserver.
+// imports definitions from CatalogSources, keeps the delivery namespaces' source copies and orders
+// the shared services tenants host themselves. The apps themselves are served by cmd/apiserver.
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/deliverysource"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/tenantservice"
 )
 
 func main() {
@@ -59,6 +61,9 @@ func run(opts manager.Options, maxArtifact int64) error {
 		return err
 	}
 	if err := (&deliverysource.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&tenantservice.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: &http.Client{Timeout: time.Minute}, MaxSize: maxArtifact}

@@ -80,6 +80,16 @@ type ApplicationDefinitionSpec struct {
 	// Display is shown by user interfaces.
 	// +optional
 	Display Display `json:"display,omitempty"`
+
+	// TenantService makes this kind the provider of a tenant's shared service: in the namespace of
+	// every tenant that hosts that service itself (Tenant spec.ingress, spec.monitoring or
+	// spec.etcd), the catalog orders an app of this kind named after the service, with its
+	// defaults, through the apps API like any order. It is ordered again if deleted while the
+	// tenant hosts the service, and never changed or deleted by the catalog: the tenant's admins
+	// own its values. With several served definitions for one service, the first by name is used.
+	// +optional
+	// +kubebuilder:validation:Enum=ingress;monitoring;etcd
+	TenantService string `json:"tenantService,omitempty"`
 }
 
 // Names of the served kind, as in a CRD.

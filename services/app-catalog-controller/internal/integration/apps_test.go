@@ -74,10 +74,16 @@ func waitDiscovered(t *testing.T, plural string, want bool) {
 // namespace, the tenant roles' bindings and the delivery namespace are the controller's.
 func tenantNamespace(t *testing.T, name string) string {
 	t.Helper()
+	return tenantNamespaceWith(t, name, tenancyv1.TenantSpec{})
+}
+
+// tenantNamespaceWith is tenantNamespace for a child tenant of the given spec.
+func tenantNamespaceWith(t *testing.T, name string, spec tenancyv1.TenantSpec) string {
+	t.Helper()
 	ctx := context.Background()
 	for _, tn := range []*tenancyv1.Tenant{
 		{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootName, Namespace: tenancyv1.RootNamespace}, Spec: tenancyv1.TenantSpec{Ingress: true, Etcd: true}},
-		{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenancyv1.RootNamespace}},
+		{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenancyv1.RootNamespace}, Spec: spec},
 	} {
 		if err := kube.Create(ctx, tn); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/deliverysource"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/tenantservice"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -229,6 +230,9 @@ func startController(ctx context.Context) error {
 		return err
 	}
 	if err := (&deliverysource.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&tenantservice.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: http.DefaultClient, MaxSize: 10 << 20}
