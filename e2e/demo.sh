@@ -216,6 +216,9 @@ YAML
   kubectl get -n "$ns" kubernetesclusters -o wide
   echo "  Cluster API's view (its real managers):"
   kubectl get -n "$ns" machines.cluster.x-k8s.io | sed 's/^/    /'
+  echo "  the etcd of each tenant hosting one (etcd: true), ordered by the catalog as an app; its pods do not run here:"
+  kubectl wait etcds.apps.flotilla.dev --all -A --for=condition=Ready --timeout=120s >/dev/null || true
+  kubectl get etcds.apps.flotilla.dev -A | sed 's/^/    /'
   echo "  the Kamaji DataStore of its tenant's etcd (the stand-in keeps every control plane on the platform's etcd):"
   kubectl get datastores.kamaji.clastix.io -l cluster.flotilla.dev/etcd-namespace \
     -o custom-columns=NAME:.metadata.name,ENDPOINTS:.spec.endpoints,CA:.spec.tlsConfig.certificateAuthority.certificate.secretReference.name | sed 's/^/    /'

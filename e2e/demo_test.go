@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,7 +102,7 @@ func TestDemo(t *testing.T) {
 // API: the app and its KubernetesCluster Ready with both workers (Cluster API's real managers, the
 // local provider stand-in), the nodes listed by kubectl with the customer's kubeconfig against the
 // customer's own API server, the base add-ons (CNI, CSI node plugin) and the ingress add-on inside, and a third node after scaling; the
-// DataStore of the tenant's etcd; its
+// DataStore of the tenant's etcd and the etcd apps the catalog ordered; its
 // cloud-controller-manager, CSI controller and autoscaler available in the platform's namespace,
 // which acme's admin may not list.
 func demoCluster(t *testing.T, out string) {
@@ -137,6 +138,15 @@ func demoCluster(t *testing.T, out string) {
 	}
 	if !appReady {
 		t.Errorf("the Kubernetes app demo is not shown Ready:\n%s", out)
+	}
+	// NAMESPACE NAME READY …: the etcd the catalog ordered for each tenant hosting one.
+	for _, ns := range []string{"tenant-root", "tenant-acme-dev"} {
+		if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+			f := strings.Fields(line)
+			return len(f) >= 3 && f[0] == ns && f[1] == "etcd" && f[2] == "True"
+		}) {
+			t.Errorf("the etcd ordered for %s is not shown Ready:\n%s", ns, out)
+		}
 	}
 	if !clusterReady {
 		t.Errorf("the KubernetesCluster k8s-demo is not shown Ready with 2/2 workers:\n%s", out)
