@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -252,5 +253,91 @@ func TestDashboard(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The add-on charts the cluster-controller installs in every customer cluster (deploy/addons),
+// rendered with the values it passes (cluster.AddonValues): lint-clean, accepted by a real API
+// server, every container with requests, a memory limit and an image pinned to a release, the
+// node-level privileges each needs and no other, and no Secret: nothing delivered into a
+// customer's cluster holds a credential.
+func TestAddonCharts(t *testing.T) {
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	values := `cluster={"name":"prod","infraNamespace":"tenant-acme","podCIDR":"10.244.0.0/16","serviceCIDR":"10.96.0.0/12",` +
+		`"infraLabels":{"cluster.x-k8s.io/cluster-name":"prod","cluster.flotilla.dev/cluster-uid":"1234"}}`
+	// What each add-on may do on its node, by container: nothing else may be privileged, add
+	// capabilities or use the host's network.
+	privileged := map[string]bool{"csi-driver": true}
+	capabilities := map[string][]any{"flannel": {"NET_ADMIN", "NET_RAW"}}
+	hostNetwork := map[string]bool{"flannel": true}
+	charts, err := filepath.Glob(filepath.Join(repo, "deploy", "addons", "*"))
+	if err != nil || len(charts) == 0 {
+		t.Fatalf("no add-on charts: %v", err)
+	}
+	for _, chart := range charts {
+		name := filepath.Base(chart)
+		t.Run(name, func(t *testing.T) {
+			run(t, "helm", "lint", "--strict", chart, "--set-json", values)
+			if out, err := exec.Command(tool(t, "helm"), "template", name, chart).CombinedOutput(); err == nil || !strings.Contains(string(out), "set by the cluster-controller") {
+				t.Errorf("rendered without the cluster's values: %v\n%s", err, out)
+			}
+			ns := "flotilla-" + name // where the cluster-controller installs it
+			objs := decodeAll(t, run(t, "helm", "template", name, chart, "--namespace", ns, "--set-json", values))
+			nsObj := &unstructured.Unstructured{}
+			nsObj.SetAPIVersion("v1")
+			nsObj.SetKind("Namespace")
+			nsObj.SetName(ns)
+			if err := client.IgnoreAlreadyExists(env.Client.Create(ctx, nsObj)); err != nil {
+				t.Fatal(err)
+			}
+			workloads := 0
+			for _, o := range objs {
+				if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("chart-test"), client.DryRunAll); err != nil {
+					t.Errorf("API server rejects %s %s: %v", o.GetKind(), o.GetName(), err)
+				}
+				if o.GetKind() == "Secret" {
+					t.Errorf("the add-on delivers Secret %s into the customer's cluster", o.GetName())
+				}
+				pod, ok, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+				if !ok {
+					continue
+				}
+				workloads++
+				if pod["hostNetwork"] == true && !hostNetwork[o.GetName()] {
+					t.Errorf("%s %s uses the host's network", o.GetKind(), o.GetName())
+				}
+				containers, _, _ := unstructured.NestedSlice(pod, "containers")
+				inits, _, _ := unstructured.NestedSlice(pod, "initContainers")
+				for _, c := range append(containers, inits...) {
+					c := c.(map[string]any)
+					cname, _ := c["name"].(string)
+					image, _ := c["image"].(string)
+					if tag := image[strings.LastIndex(image, ":")+1:]; !strings.Contains(image, ":") || tag == "latest" {
+						t.Errorf("container %s: image %q is not pinned to a release", cname, image)
+					}
+					if p, _, _ := unstructured.NestedBool(c, "securityContext", "privileged"); p != privileged[cname] {
+						t.Errorf("container %s: privileged %v", cname, p)
+					}
+					added, _, _ := unstructured.NestedSlice(c, "securityContext", "capabilities", "add")
+					if len(added) > 0 && fmt.Sprint(added) != fmt.Sprint(capabilities[cname]) {
+						t.Errorf("container %s adds capabilities %v", cname, added)
+					}
+					if _, ok, _ := unstructured.NestedFieldNoCopy(c, "resources", "requests"); !ok {
+						t.Errorf("container %s requests nothing", cname)
+					}
+					if _, ok, _ := unstructured.NestedFieldNoCopy(c, "resources", "limits", "memory"); !ok {
+						t.Errorf("container %s has no memory limit", cname)
+					}
+				}
+			}
+			if workloads == 0 {
+				t.Error("the add-on runs nothing")
+			}
+		})
 	}
 }

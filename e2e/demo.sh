@@ -232,8 +232,8 @@ YAML
   local customer=(kubectl --kubeconfig "$state/$cluster.kubeconfig" --cache-dir "$state/kube-cache-$cluster")
   echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get nodes"
   "${customer[@]}" get nodes | sed 's/^/    /'
-  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get configmaps -A -l app.kubernetes.io/managed-by=Helm   # the add-ons, put there by Flux"
-  "${customer[@]}" get configmaps -A -l app.kubernetes.io/managed-by=Helm | sed 's/^/    /'
+  echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get daemonsets,configmaps -A -l app.kubernetes.io/managed-by=Helm   # the add-ons, put there by Flux (no kubelet runs their pods here)"
+  "${customer[@]}" get daemonsets,configmaps -A -l app.kubernetes.io/managed-by=Helm | sed 's/^/    /'
   echo "    \$ kubectl --kubeconfig $state/$cluster.kubeconfig get csidrivers   # the CSI node plugin's driver, a base add-on"
   "${customer[@]}" get csidrivers | sed 's/^/    /'
   echo
@@ -285,9 +285,10 @@ up() {
   build "$state/bin/net-agent" ./services/net-controller/cmd/agent
   build "$state/bin/local-provider" ./services/cluster-controller/cmd/local-provider
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
-  # The platform's add-on charts do not exist yet: the cluster-controller's test fixtures stand in
-  # for the CNI, the CSI node plugin and the ingress add-on, served from the same repository.
-  charts+=$(printf "$root/services/cluster-controller/test/addons/%s," cni csi-node ingress)
+  # The platform's add-on charts (the CNI, the CSI node plugin), and the cluster-controller's test
+  # chart standing in for an ingress add-on, served from the same repository.
+  charts+=$(printf "%s," "$root"/deploy/addons/*)
+  charts+="$root/services/cluster-controller/test/addons/ingress,"
 
   crds=$(printf "$root/deploy/charts/%s/crds," "${services[@]}")
   moddir() { go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }

@@ -108,7 +108,7 @@ func TestDemo(t *testing.T) {
 func demoCluster(t *testing.T, out string) {
 	t.Helper()
 	for _, want := range []string{"kubernetes.apps.flotilla.dev/demo created", "kubernetes.apps.flotilla.dev/demo patched",
-		"kubectl --kubeconfig ", "ingress-settings", "cni-settings", "driver-config", "csi.kubevirt.io", "default 3/3 ready",
+		"kubectl --kubeconfig ", "ingress-settings", "daemonset.apps/flannel", "flannel-config", "daemonset.apps/kubevirt-csi-node", "driver-config", "csi.kubevirt.io", "default 3/3 ready",
 		".svc:2379]", "etcd-ca", // the Kamaji DataStore of acme's etcd
 		`cannot list resource "deployments" in API group "apps" in the namespace "flotilla-cluster-infra"`} {
 		if !strings.Contains(out, want) {

@@ -39,7 +39,7 @@ func (m Meta) labels(title string) map[string]string {
 
 // Artifact is one thing of a release, at <registry prefix>/<Repository>:<Tag>.
 type Artifact struct {
-	Repository string // images: the service; charts/<chart>; catalog/<app>; flux/<tree>
+	Repository string // images: the service; charts/<chart>; catalog/<app>; addons/<add-on>; flux/<tree>
 	Tag        string
 	Image      v1.Image      // or
 	Index      v1.ImageIndex // a multi-platform image
@@ -124,6 +124,13 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 	apps, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "catalog", "*", "chart", "Chart.yaml"))
 	for _, c := range apps {
 		if err := b.addChart("catalog", filepath.Dir(c), ChartChanges{}, o.Meta); err != nil {
+			return nil, err
+		}
+	}
+	// What the cluster-controller installs in customers' clusters (its --addons-repository).
+	addons, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "addons", "*", "Chart.yaml"))
+	for _, c := range addons {
+		if err := b.addChart("addons", filepath.Dir(c), ChartChanges{}, o.Meta); err != nil {
 			return nil, err
 		}
 	}

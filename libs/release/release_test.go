@@ -51,6 +51,7 @@ spec:
 		"deploy/catalog/app/chart/Chart.yaml":      "apiVersion: v2\nname: app\nversion: 0.3.1\n",
 		"deploy/catalog/app/chart/values.yaml":     "replicas: 1\n",
 		"deploy/catalog/app/chart/templates/x.md":  "not a manifest\n",
+		"deploy/addons/cni/Chart.yaml":             "apiVersion: v2\nname: cni\nversion: 0.1.0\n",
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, name)
@@ -95,7 +96,7 @@ func digests(t *testing.T, b *Bundle) map[string]string {
 // source does not.
 func TestReproducible(t *testing.T) {
 	first := digests(t, build(t, fixture(t)))
-	want := []string{"svc:1.2.3", "charts/svc:1.2.3", "catalog/app:0.3.1", FluxTree + ":1.2.3", CatalogTree + ":1.2.3"}
+	want := []string{"svc:1.2.3", "charts/svc:1.2.3", "catalog/app:0.3.1", "addons/cni:0.1.0", FluxTree + ":1.2.3", CatalogTree + ":1.2.3"}
 	if len(first) != len(want) {
 		t.Errorf("artifacts %v, want %v", first, want)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -210,8 +211,14 @@ func TestCustomerClusterEndToEnd(t *testing.T) {
 		}
 		// The base add-ons come without being asked for: the CNI with the cluster's networks, the
 		// CSI node plugin with where the cluster's volumes are in the platform, and no credential.
-		if err := customer.Get(ctx, client.ObjectKey{Namespace: "flotilla-cni", Name: "cni-settings"}, cm); err != nil || cm.Data["podCIDR"] != cluster.DefaultOptions().PodCIDR {
-			t.Errorf("the CNI add-on's settings in the customer's cluster: %v %v", cm.Data, err)
+		if err := customer.Get(ctx, client.ObjectKey{Namespace: "flotilla-cni", Name: "flannel-config"}, cm); err != nil ||
+			!strings.Contains(cm.Data["net-conf.json"], `"Network": "`+cluster.DefaultOptions().PodCIDR+`"`) {
+			t.Errorf("the CNI add-on's network in the customer's cluster: %v %v", cm.Data, err)
+		}
+		for _, ds := range []client.ObjectKey{{Namespace: "flotilla-cni", Name: "flannel"}, {Namespace: "flotilla-csi-node", Name: "kubevirt-csi-node"}} {
+			if err := customer.Get(ctx, ds, &appsv1.DaemonSet{}); err != nil {
+				t.Errorf("the base add-on's DaemonSet %s in the customer's cluster: %v", ds, err)
+			}
 		}
 		if err := customer.Get(ctx, client.ObjectKey{Name: "csi.kubevirt.io"}, &storagev1.CSIDriver{}); err != nil {
 			t.Errorf("the CSI node plugin's CSIDriver in the customer's cluster: %v", err)

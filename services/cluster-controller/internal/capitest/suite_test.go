@@ -171,11 +171,12 @@ func run(m *testing.M) (int, error) {
 	if err := os.MkdirAll(repoDir, 0o700); err != nil {
 		return 0, err
 	}
-	var charts []string
-	for _, a := range []string{"cni", "csi-node", "ingress"} {
-		charts = append(charts, filepath.Join("..", "..", "test", "addons", a))
+	// The platform's base add-ons, and the test chart standing in for an ingress add-on.
+	charts, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "deploy", "addons", "*"))
+	if err != nil || len(charts) == 0 {
+		return 0, fmt.Errorf("no add-on charts in deploy/addons: %v", err)
 	}
-	repo, err := testenv.ServeCharts(repoDir, 0, charts...)
+	repo, err := testenv.ServeCharts(repoDir, 0, append(charts, filepath.Join("..", "..", "test", "addons", "ingress"))...)
 	if err != nil {
 		return 0, err
 	}

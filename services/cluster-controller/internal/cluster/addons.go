@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,7 +61,11 @@ func addons(kc *clusterapi.KubernetesCluster, o Options) []*unstructured.Unstruc
 		return nil
 	}
 	m := meta(kc, AddonsName(kc.Name), nil)
-	repo := newObject(HelmRepositoryGVK, m, map[string]any{"url": o.AddonsRepository, "interval": "10m"})
+	repoSpec := map[string]any{"url": o.AddonsRepository, "interval": "10m"}
+	if strings.HasPrefix(o.AddonsRepository, "oci://") { // the release's charts, from a registry (air-gapped too)
+		repoSpec["type"] = "oci"
+	}
+	repo := newObject(HelmRepositoryGVK, m, repoSpec)
 	crs := newObject(ClusterResourceSetGVK, m, map[string]any{
 		"clusterSelector": map[string]any{"matchLabels": map[string]any{clusterapi.LabelCluster: kc.Name}},
 		"resources":       []any{map[string]any{"kind": "Secret", "name": AddonsName(kc.Name)}},

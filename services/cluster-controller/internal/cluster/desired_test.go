@@ -249,8 +249,14 @@ func TestAddonsAreHelmReleasesIntoTheCustomersCluster(t *testing.T) {
 	}
 	objs := desired(t, in)
 	repo, crs := objs["HelmRepository/k8s-prod-addons"], objs["ClusterResourceSet/k8s-prod-addons"]
-	if repo == nil || crs == nil || str(t, repo, "spec", "url") != DefaultOptions().AddonsRepository {
+	if repo == nil || crs == nil || str(t, repo, "spec", "url") != DefaultOptions().AddonsRepository || str(t, repo, "spec", "type") != "" {
 		t.Fatalf("add-on source %v, ClusterResourceSet %v", repo, crs)
+	}
+	// The release's add-on charts from a registry (deploy/flux points there): an OCI repository.
+	fromRegistry := DefaultOptions()
+	fromRegistry.AddonsRepository = "oci://mirror.example:5000/flotilla/addons"
+	if r := desiredWith(t, in, fromRegistry)["HelmRepository/k8s-prod-addons"]; str(t, r, "spec", "type") != "oci" || str(t, r, "spec", "url") != fromRegistry.AddonsRepository {
+		t.Errorf("add-on source from a registry: %v", r)
 	}
 	for _, a := range []string{"cni", "csi-node", "ingress", "monitoring"} {
 		hr := objs["HelmRelease/k8s-prod-addon-"+a]

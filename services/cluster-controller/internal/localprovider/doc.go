@@ -22,6 +22,9 @@
 //   - The kubelet, for the cluster-controller's infrastructure namespace only (Options.
 //     InfraNamespace): each cluster's cloud-controller-manager, CSI controller and autoscaler
 //     Deployment reports its replicas available, though none of their containers runs.
+//   - The customer cluster's DaemonSet controller and kubelets, for the add-ons only: each
+//     DaemonSet in an add-on's namespace (the CNI, the CSI node plugin) reports a ready pod on
+//     every Node, so that helm-controller's wait for the add-on's release ends.
 //
 // One kube-apiserver stands for all of a control plane's replicas; no kube-controller-manager or
 // scheduler runs for the customer's cluster, and no kubelet: Nodes do not heartbeat and no pod runs.

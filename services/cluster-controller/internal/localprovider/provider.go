@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
 )
 
@@ -92,6 +93,12 @@ func (p *Provider) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconcile.Func(p.reconcileMachine)); err != nil {
+		return err
+	}
+	isAddon := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[clusterapi.LabelAddon] != "" })
+	if err := ctrl.NewControllerManagedBy(mgr).Named("localprovider-addons").
+		For(object(cluster.HelmReleaseGVK), builder.WithPredicates(isAddon)).
+		Complete(reconcile.Func(p.reconcileAddon)); err != nil {
 		return err
 	}
 	if p.Options.InfraNamespace != "" {
