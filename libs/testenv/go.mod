@@ -3,6 +3,7 @@ module github.com/flotilla-dev/flotilla/libs/testenv
 go 1.26.8
 
 require (
+	github.com/prometheus/procfs v0.21.1
 	go.uber.org/zap v1.27.1
 	golang.org/x/mod v0.37.0
 	k8s.io/api v0.37.2
@@ -48,7 +49,6 @@ require (
 	github.com/prometheus/client_golang v1.24.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
-	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/multierr v1.11.0 // indirect

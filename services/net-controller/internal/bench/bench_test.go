@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/procfs"
 	"github.com/vishvananda/netns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -260,12 +259,8 @@ func ovnCPU(o *testenv.OVN) map[string]time.Duration {
 			continue
 		}
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-		p, err := procfs.NewProc(pid)
-		if err != nil {
-			continue
-		}
-		if st, err := p.Stat(); err == nil {
-			out[name] = time.Duration(st.CPUTime() * float64(time.Second))
+		if st, err := testenv.ProcessStat(pid); err == nil {
+			out[name] = st.CPU
 		}
 	}
 	return out

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -190,20 +189,6 @@ func BenchmarkStorage(b *testing.B) {
 // processes whose CPU time a run reports per pod: the pods' path through the control plane, and
 // this process, which serves the extender (and creates and watches the pods: the harness).
 var processes = []string{"kube-scheduler", "kube-apiserver", "etcd", "bench.test"}
-
-// processCPU returns the CPU time the processes of each name have used so far.
-func processCPU() map[string]time.Duration {
-	out := map[string]time.Duration{}
-	procs, _ := procfs.AllProcs()
-	for _, p := range procs {
-		st, err := p.Stat()
-		if err != nil {
-			continue // ended
-		}
-		out[st.Comm] += time.Duration(st.CPUTime() * float64(time.Second))
-	}
-	return out
-}
 
 func nodeName(i int) string { return fmt.Sprintf("node-%04d", i) }
 
@@ -406,7 +391,7 @@ func ready(ctx context.Context, b *testing.B, c client.Client, cs kubernetes.Int
 // bindPods creates pods first..first+pods and waits until the scheduler has bound them all.
 func bindPods(ctx context.Context, b *testing.B, c client.Client, cs kubernetes.Interface, first int) binding {
 	var start time.Time
-	before := processCPU()
+	before := testenv.CPUByName()
 	waitBound(ctx, b, cs, strconv.Itoa(first/pods), pods, func() {
 		start = time.Now()
 		var wg sync.WaitGroup
@@ -415,7 +400,7 @@ func bindPods(ctx context.Context, b *testing.B, c client.Client, cs kubernetes.
 		}
 		wg.Wait()
 	})
-	took, after := time.Since(start), processCPU()
+	took, after := time.Since(start), testenv.CPUByName()
 	cpu := map[string]time.Duration{}
 	for _, p := range processes {
 		cpu[p] = (after[p] - before[p]) / time.Duration(pods)
@@ -501,11 +486,9 @@ func controllerRSS(b *testing.B, env *testenv.Env, linstorURL string) int64 {
 	check(b, cmd.Start())
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	time.Sleep(8 * time.Second) // three polls
-	p, err := procfs.NewProc(cmd.Process.Pid)
+	st, err := testenv.ProcessStat(cmd.Process.Pid)
 	check(b, err)
-	st, err := p.NewStatus()
-	check(b, err)
-	return int64(st.VmRSS / 1024)
+	return int64(st.RSS / 1024)
 }
 
 func freePort(b *testing.B) string {

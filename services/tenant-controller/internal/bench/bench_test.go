@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -545,36 +544,24 @@ func tenantEvents(ctx context.Context, b *testing.B, c client.Client) int {
 	return n
 }
 
-// pidOf finds the process whose executable is named name (the control plane this run started).
+// pidOf finds the process named name that this process started (the control plane of this run).
 func pidOf(b *testing.B, name string) int {
-	procs, err := procfs.AllProcs()
+	pid, err := testenv.ChildPID(name)
 	check(b, err)
-	for _, p := range procs {
-		if st, err := p.Stat(); err == nil && st.Comm == name && st.PPID == os.Getpid() {
-			return p.PID
-		}
-	}
-	b.Fatalf("no %s started by this process", name)
-	return 0
+	return pid
+}
+
+func stat(b *testing.B, pid int) testenv.ProcStat {
+	st, err := testenv.ProcessStat(pid)
+	check(b, err)
+	return st
 }
 
 // cpuSeconds reads the user+system CPU time of a process.
-func cpuSeconds(b *testing.B, pid int) float64 {
-	p, err := procfs.NewProc(pid)
-	check(b, err)
-	st, err := p.Stat()
-	check(b, err)
-	return st.CPUTime()
-}
+func cpuSeconds(b *testing.B, pid int) float64 { return stat(b, pid).CPU.Seconds() }
 
 // peakRSS reads VmHWM (KiB) of a process.
-func peakRSS(b *testing.B, pid int) int {
-	p, err := procfs.NewProc(pid)
-	check(b, err)
-	st, err := p.NewStatus()
-	check(b, err)
-	return int(st.VmHWM / 1024)
-}
+func peakRSS(b *testing.B, pid int) int { return int(stat(b, pid).PeakRSS / 1024) }
 
 // writeResult writes the figures into their section of docs/benchmarks.md, when BENCH_OUT names it.
 func writeResult(b *testing.B, r result) {
