@@ -12,6 +12,7 @@ package tenantservice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -81,16 +82,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.List(ctx, defs); err != nil {
 		return reconcile.Result{}, err
 	}
+	// A transient failure of one service retries them all; only failures a human must fix do not.
+	var transient, terminal []error
 	for _, service := range hosted {
 		def := provider(defs.Items, service)
 		if def == nil {
 			continue // no served definition provides it (yet): a definition's change brings it here
 		}
-		if err := r.order(ctx, ns.Name, delivery.Name, service, def); err != nil {
-			return reconcile.Result{}, err
+		switch err := r.order(ctx, ns.Name, delivery.Name, service, def); {
+		case errors.Is(err, reconcile.TerminalError(nil)):
+			terminal = append(terminal, err)
+		case err != nil:
+			transient = append(transient, err)
 		}
 	}
-	return reconcile.Result{}, nil
+	if len(transient) > 0 { // without the terminal ones, which would stop the retry (errors.Is)
+		for _, err := range terminal {
+			ctrl.LoggerFrom(ctx).Error(err, "Ordering a tenant service")
+		}
+		return reconcile.Result{}, errors.Join(transient...)
+	}
+	return reconcile.Result{}, errors.Join(terminal...)
 }
 
 // hostedServices are the services whose provider, by the namespace's labels, is the namespace
@@ -145,6 +157,9 @@ func (r *Reconciler) order(ctx context.Context, ns, delivery, service string, de
 	err := r.Client.Create(ctx, app, client.FieldOwner(FieldManager))
 	if apierrors.IsAlreadyExists(err) {
 		return nil // the cache had not seen it yet
+	}
+	if apierrors.IsInvalid(err) { // the definition's defaults do not make a valid app: a human fixes it
+		return reconcile.TerminalError(fmt.Errorf("ordering %s %s/%s, the tenant's %s: %w", def.Spec.Names.Kind, ns, service, service, err))
 	}
 	if err != nil {
 		return fmt.Errorf("ordering %s %s/%s, the tenant's %s: %w", def.Spec.Names.Kind, ns, service, service, err)
