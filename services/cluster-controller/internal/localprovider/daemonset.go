@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -33,7 +32,7 @@ func (p *Provider) reconcileAddon(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, nil
 	}
 	again := reconcile.Result{RequeueAfter: time.Second}
-	if conditions, ok, _ := unstructured.NestedSlice(hr.Object, "status", "conditions"); ok && ready(conditions) {
+	if ready(hr) {
 		again = reconcile.Result{}
 	}
 	customer, err := p.customer(ctx, hr.GetNamespace(), clusterName)
@@ -65,14 +64,13 @@ func (p *Provider) reconcileAddon(ctx context.Context, req reconcile.Request) (r
 	return again, nil
 }
 
-// ready says whether a status.conditions list holds Ready=True.
-func ready(conditions []any) bool {
-	var cs []metav1.Condition
+// ready says whether an object's status holds the condition Ready=True.
+func ready(u *unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conditions {
-		m, _ := c.(map[string]any)
-		t, _ := m["type"].(string)
-		s, _ := m["status"].(string)
-		cs = append(cs, metav1.Condition{Type: t, Status: metav1.ConditionStatus(s)})
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return m["status"] == "True"
+		}
 	}
-	return apimeta.IsStatusConditionTrue(cs, "Ready")
+	return false
 }
