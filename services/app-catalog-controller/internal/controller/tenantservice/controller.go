@@ -158,11 +158,12 @@ func (r *Reconciler) order(ctx context.Context, ns, delivery, service string, de
 	if apierrors.IsAlreadyExists(err) {
 		return nil // the cache had not seen it yet
 	}
-	if apierrors.IsInvalid(err) { // the definition's defaults do not make a valid app: a human fixes it
-		return reconcile.TerminalError(fmt.Errorf("ordering %s %s/%s, the tenant's %s: %w", def.Spec.Names.Kind, ns, service, service, err))
-	}
 	if err != nil {
-		return fmt.Errorf("ordering %s %s/%s, the tenant's %s: %w", def.Spec.Names.Kind, ns, service, service, err)
+		err = fmt.Errorf("ordering %s %s/%s, the tenant's %s: %w", def.Spec.Names.Kind, ns, service, service, err)
+		if apierrors.IsInvalid(err) { // the definition's defaults do not make a valid app: a human fixes it
+			return reconcile.TerminalError(err)
+		}
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Ordered a tenant service", "service", service, "kind", def.Spec.Names.Kind, "namespace", ns)
 	return nil
