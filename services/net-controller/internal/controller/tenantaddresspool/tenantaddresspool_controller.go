@@ -56,7 +56,7 @@ type scope struct {
 
 // Reconcile keeps a tenant namespace's block and IPAddressPool, and releases them once the
 // namespace is no longer a tenant's.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	ns, tp, err := tenants.Load[netv1.TenantAddressPool](ctx, r.Client, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -75,7 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return // retried at once, and reported only by whoever holds the block
 		}
 		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
-		retErr = errors.Join(retErr, status.Write(ctx, helper, tp, s.stall))
+		status.Finish(ctx, helper, tp, s.stall, &res, &retErr)
 	}()
 	return ctrl.Result{}, r.reconcileNormal(ctx, s)
 }

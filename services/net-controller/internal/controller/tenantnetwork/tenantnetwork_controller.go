@@ -71,16 +71,14 @@ type scope struct {
 func key(tn *netv1.TenantNetwork) string { return tn.Namespace + "/" + tn.Name }
 
 // Reconcile programs one TenantNetwork into OVN and writes its status once, at the end.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	tn := &netv1.TenantNetwork{}
 	if err := r.Get(ctx, req.NamespacedName, tn); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &scope{tn: tn, converged: conditions.IsReady(tn)}
 	helper := patch.NewHelper(tn)
-	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, helper, s))
-	}()
+	defer r.finishStatus(ctx, helper, s, &res, &retErr)
 	if !tn.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, s)
 	}

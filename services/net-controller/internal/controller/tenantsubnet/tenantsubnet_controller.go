@@ -73,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return // retried at once, and reported only by whoever holds the block
 		}
 		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
-		retErr = errors.Join(retErr, status.Write(ctx, helper, ts, s.stall))
+		status.Finish(ctx, helper, ts, s.stall, &res, &retErr)
 	}()
 	return ctrl.Result{}, r.reconcileNormal(ctx, s)
 }

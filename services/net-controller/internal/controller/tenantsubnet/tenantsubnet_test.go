@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -334,4 +335,37 @@ func TestALostRaceLeavesTheWinnersStatusAlone(t *testing.T) {
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-lost"}, after)).To(Succeed())
 	g.Expect(conditions.IsReady(after)).To(BeTrue(), "%v", after.Status.Conditions)
 	g.Expect(after.ResourceVersion).To(Equal(won.ResourceVersion))
+}
+
+// A reconcile working from a copy of the TenantSubnet older than its status (the cache has not yet
+// seen the write that made it Ready: the Subnet's own event often arrives first) writes nothing:
+// it would announce Ready a second time, with a new transition time. It looks again shortly.
+func TestAReconcileFromAStaleCopyWritesNothing(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("stale", "stale").IPv4(24, "10.72.0.0/24").Obj(), tenantNamespace("tenant-stale", "stale"))
+	ready := readyTenantSubnet(ctx, g, "tenant-stale")
+
+	// What the cache held before the status write: no status, the resourceVersion of then.
+	stale := ready.DeepCopy()
+	stale.Status = netv1.TenantSubnetStatus{}
+	rv, err := strconv.ParseInt(ready.ResourceVersion, 10, 64)
+	g.Expect(err).NotTo(HaveOccurred())
+	stale.ResourceVersion = strconv.FormatInt(rv-1, 10)
+	lagging := interceptor.NewClient(k8s, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if ts, ok := obj.(*netv1.TenantSubnet); ok && key.Name == "tenant-stale" {
+				stale.DeepCopyInto(ts)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := &tenantsubnet.Reconciler{Client: lagging, APIReader: lagging}
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-stale"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.RequeueAfter).To(BeNumerically(">", 0), "a stale copy is looked at again")
+
+	after := &netv1.TenantSubnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-stale"}, after)).To(Succeed())
+	g.Expect(after.ResourceVersion).To(Equal(ready.ResourceVersion), "the status was written again from a stale copy")
 }
