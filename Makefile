@@ -50,6 +50,10 @@ release: ## Build the release (images for linux/amd64+arm64, OCI charts, GitOps 
 tools: ## Build (once, cached in $FLOTILLA_CACHE) kube-apiserver, etcd, kubectl, helm, controller-gen, …
 	@libs/builder/build.sh >/dev/null
 
+.PHONY: tools-align
+tools-align: ## Raise the builder's modules on the workspace's Kubernetes line to the workspace's versions (one compilation serves both)
+	@libs/builder/align.sh
+
 .PHONY: workspace
 workspace: ## Regenerate go.work from MODULES (go.work.sum keeps the checksums that tests and vet need)
 	@rm -f go.work && go work init $(MODULES)
@@ -87,8 +91,8 @@ tidy: ## go mod tidy every module
 	done
 
 .PHONY: verify
-verify: workspace generate tidy ## Fail if generated code, CRDs, go.work or go.mod files are stale
-	@git diff --exit-code -- . ':!docs/benchmarks.md' || { echo "generated files are stale: run make workspace generate tidy and commit"; exit 1; }
+verify: workspace generate tidy tools-align ## Fail if generated code, CRDs, go.work or go.mod files are stale
+	@git diff --exit-code -- . ':!docs/benchmarks.md' || { echo "generated files are stale: run make workspace generate tidy tools-align and commit"; exit 1; }
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go build ./...); done
 
 .PHONY: lint

@@ -6,19 +6,29 @@
 #   $FLOTILLA_CACHE/bin/<name>                   symlink to the build this checkout wants
 #
 # A binary is rebuilt only when its build is missing. Prints the bin directory on stdout; progress
-# goes to stderr. FLOTILLA_CACHE defaults to $HOME/.cache/flotilla.
+# goes to stderr. FLOTILLA_CACHE defaults to $HOME/.cache/flotilla. With --link first, only the
+# links are made: a binary not built yet is a dangling link until a later build.sh builds it (so
+# that whoever waits for it never finds an older build there).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${FLOTILLA_CACHE:-$HOME/.cache/flotilla}
 bindir=$cache/bin
 mkdir -p "$bindir" "$cache/builds"
+link_only=false
+if [[ ${1:-} == --link ]]; then link_only=true; shift; fi
+
+# The flags of `make demo`'s and `make release`'s controller builds: with them, and with the
+# workspace's versions of the modules they share (align.sh), a package of the Kubernetes libraries
+# is compiled once for every binary on that line. Static binaries: nothing here needs cgo.
+export CGO_ENABLED=0
+flags="CGO_ENABLED=0 -trimpath"
 
 # Collect the wanted lines, grouped by module so each module is compiled in one `go build`.
 declare -A want_pkgs want_names
 while read -r name mod pkg ver; do
   [[ -z $name || $name == \#* ]] && continue
   if [[ $# -gt 0 ]] && ! printf '%s\n' "$@" | grep -qx "$name"; then continue; fi
-  key=$(cat <(echo "$name $mod $pkg $ver") "$here/$mod/go.mod" "$here/$mod/go.sum" | sha256sum | cut -c1-16)
+  key=$(cat <(echo "$name $mod $pkg $ver $flags") "$here/$mod/go.mod" "$here/$mod/go.sum" | sha256sum | cut -c1-16)
   out=$cache/builds/$name-$key
   if [[ ! -x $out/$name ]]; then
     want_pkgs[$mod]+=" $pkg"
@@ -26,6 +36,7 @@ while read -r name mod pkg ver; do
   fi
   ln -sfn "$out/$name" "$bindir/$name"
 done < "$here/binaries.txt"
+if $link_only; then echo "$bindir"; exit 0; fi
 
 for mod in "${!want_pkgs[@]}"; do
   names=$(for e in ${want_names[$mod]}; do echo -n "${e%%:*} "; done)
