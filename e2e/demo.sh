@@ -2,7 +2,10 @@
 # demo.sh up|down: the Flotilla platform on a local control plane. `make demo` / `make demo-down`.
 #
 # up:   builds what is missing (control-plane and Flux binaries into $FLOTILLA_CACHE, controllers
-#       into .local/bin), starts etcd + kube-apiserver + kube-controller-manager, the real Flux
+#       into .local/bin): first the core (the control plane, the tenant-controller and the app
+#       catalog), which starts at once and answers kubectl while the other parts build in the
+#       background, each starting when its build is done (`stages` below). It starts etcd +
+#       kube-apiserver + kube-controller-manager, the real Flux
 #       source-controller and helm-controller and a loopback Helm repository of the starter
 #       catalog's charts (state in .local/), installs CRDs, webhooks and tenant roles, runs every
 #       controller and the apps apiserver as its own process, and the LINSTOR test double (with a
@@ -100,8 +103,86 @@ run_bg() {
   echo $! > "$state/$name.pid"
 }
 
+# What the demo builds: the core first (the control plane, the tenants and the app catalog, which
+# need nothing else), then, in the background while the core runs, each part in the order the demo
+# shows it; a part starts once its stage is built. An item is a binary of libs/builder/binaries.txt
+# or NAME=PACKAGE, a program of this repository built into .local/bin/NAME.
+core=(kube-apiserver etcd kubectl kube-controller-manager localcp=./libs/testenv/cmd/localcp
+  tenant-controller=./services/tenant-controller/cmd app-catalog-controller=./services/app-catalog-controller/cmd
+  apps-apiserver=./services/app-catalog-controller/cmd/apiserver)
+stages=(
+  "flux: helm source-controller helm-controller"
+  "storage: kube-scheduler storage-controller=./services/storage-controller/cmd linstor-double=./services/storage-controller/internal/linstordouble/cmd/linstor-double"
+  "net: net-controller=./services/net-controller/cmd net-agent=./services/net-controller/cmd/agent"
+  "cluster: cluster-api-manager kubeadm-bootstrap-manager cluster-controller=./services/cluster-controller/cmd local-provider=./services/cluster-controller/cmd/local-provider"
+  "usage: victoria-metrics kube-state-metrics usage-api=./services/usage-api/cmd"
+)
+
+# build_items ITEM...: the builder's binaries in one build.sh call, then this repository's programs
+# with the flags of `make release` (libs/release), so that one compilation of a package serves both,
+# and the builder's too (libs/builder/align.sh).
+build_items() {
+  local tools=() i
+  for i in "$@"; do [[ $i == *=* ]] || tools+=("$i"); done
+  [[ ${#tools[@]} -eq 0 ]] || libs/builder/build.sh "${tools[@]}" >/dev/null
+  for i in "$@"; do
+    [[ $i != *=* ]] || CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$state/bin/${i%%=*}" "${i#*=}"
+  done
+}
+
+# build_stages: `demo.sh build`, run by up in the background: builds each stage in order and marks
+# it done in .local/built/STAGE (with the seconds it took).
+build_stages() {
+  mkdir -p "$state/built"
+  local s t0
+  for s in "${stages[@]}"; do
+    t0=$SECONDS
+    echo ">> building ${s%%:*}"
+    # shellcheck disable=SC2086 # a stage's items
+    build_items ${s#*:}
+    echo $((SECONDS - t0)) > "$state/built/${s%%:*}"
+  done
+}
+
+# building: "; still building: …" for the stages not built yet (nothing once all are).
+building() {
+  local left=() s
+  for s in "${stages[@]}"; do [[ -f $state/built/${s%%:*} ]] || left+=("${s%%:*}"); done
+  [[ ${#left[@]} -eq 0 ]] || echo "; still building: ${left[*]}"
+}
+
+# await STAGE: waits until the background build has built STAGE, saying so every 30 seconds.
+await() {
+  local said=$SECONDS
+  until [[ -f $state/built/$1 ]]; do
+    if ! alive "$state/build.pid" && [[ ! -f $state/built/$1 ]]; then
+      tail -30 "$state/logs/build.log"
+      echo "building $1 failed (.local/logs/build.log)"
+      exit 1
+    fi
+    if (( SECONDS - said >= 30 )); then
+      say "waiting for $1 to be built ($((SECONDS - start))s since \`make demo\`$(building))"
+      said=$SECONDS
+    fi
+    sleep 1
+  done
+}
+
+# start_service NAME: (re)starts one of the services, with its webhook server if it has one.
+start_service() {
+  local s=$1 webhook=(--webhook-port=0)
+  stop "$state/$s.pid"
+  say "starting $s"
+  [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="${webhook_ports[$s]}" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
+  # shellcheck disable=SC2086 # service_flags holds several flags
+  setsid nohup "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
+    "${webhook[@]}" ${service_flags[$s]:-} --zap-devel \
+    > "$state/logs/$s.log" 2>&1 &
+  echo $! > "$state/$s.pid"
+}
+
 down() {
-  for s in "${services[@]}" "${capi_processes[@]}" "${usage_processes[@]}" apps-apiserver linstor-double net-agent node-netns; do stop "$state/$s.pid"; done
+  for s in build "${services[@]}" "${capi_processes[@]}" "${usage_processes[@]}" apps-apiserver linstor-double net-agent node-netns; do stop "$state/$s.pid"; done
   stop "$state/localcp.pid"
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
 }
@@ -270,20 +351,21 @@ cluster_diagnostics() {
 
 up() {
   start=$SECONDS
-  say "building the control plane binaries (cached in ${FLOTILLA_CACHE:-~/.cache/flotilla}; a cold build takes minutes)"
-  bin=$(libs/builder/build.sh kube-apiserver etcd kubectl kube-controller-manager helm source-controller helm-controller \
-    cluster-api-manager kubeadm-bootstrap-manager kube-scheduler victoria-metrics kube-state-metrics)
+  say "building the core: the control plane, the tenant-controller and the app catalog (cached in ${FLOTILLA_CACHE:-~/.cache/flotilla} and Go's build cache; a cold build takes minutes)"
+  # Every binary's link first: one not built yet is missing until its stage is built, never an
+  # older build (localcp starts kube-scheduler and Flux when they appear).
+  local tools=()
+  # shellcheck disable=SC2068 # each stage's items, word by word
+  for i in "${core[@]}" ${stages[@]#*:}; do [[ $i == *=* ]] || tools+=("$i"); done
+  bin=$(libs/builder/build.sh --link "${tools[@]}")
   export PATH=$bin:$PATH
-  say "building the controllers"
-  # The flags of `make release` (libs/release): one compilation of each package serves both.
-  build() { CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$@"; }
-  build "$state/bin/localcp" ./libs/testenv/cmd/localcp
-  for s in "${services[@]}"; do build "$state/bin/$s" "./services/$s/cmd"; done
-  build "$state/bin/apps-apiserver" ./services/app-catalog-controller/cmd/apiserver
-  build "$state/bin/usage-api" ./services/usage-api/cmd
-  build "$state/bin/linstor-double" ./services/storage-controller/internal/linstordouble/cmd/linstor-double
-  build "$state/bin/net-agent" ./services/net-controller/cmd/agent
-  build "$state/bin/local-provider" ./services/cluster-controller/cmd/local-provider
+  build_items "${core[@]}"
+  say "core built in $((SECONDS - start))s; building ${stages[*]%%:*} while the core starts (.local/logs/build.log)"
+  stop "$state/build.pid"
+  rm -rf "$state/built"
+  # At a lower priority: the core starting matters more than the parts that join later.
+  setsid nohup nice -n 10 bash "$root/e2e/demo.sh" build > "$state/logs/build.log" 2>&1 < /dev/null &
+  echo $! > "$state/build.pid"
   charts=$(printf "%s," "$root"/deploy/catalog/*/chart)
   # The platform's add-on charts (the CNI, the CSI node plugin), and the cluster-controller's test
   # chart standing in for an ingress add-on, served from the same repository.
@@ -298,7 +380,7 @@ up() {
   crds+="$root/services/cluster-controller/test/crds/kamaji,"
   hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
   if ! alive "$state/localcp.pid"; then
-    say "starting the control plane (etcd, kube-apiserver, kube-controller-manager, Flux, a Helm repository)"
+    say "starting the control plane (etcd, kube-apiserver, kube-controller-manager; Flux, the Helm repository and kube-scheduler once built)"
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
@@ -308,7 +390,7 @@ up() {
       --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
-    for _ in $(seq 300); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done
+    for _ in $(seq 900); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done
     [[ -f $state/kubeconfig ]] || { tail -20 "$state/logs/localcp.log"; echo "control plane did not start"; exit 1; }
   fi
   export KUBECONFIG=$state/kubeconfig
@@ -317,6 +399,53 @@ up() {
   : "${ETCD_URL:?the running control plane predates the cluster-controller in the demo: make demo-down first}"
   service_flags[net-controller]="--ovn-nb=$OVN_NB"
 
+  for l in "${contract_labels[@]}"; do
+    IFS='=' read -r crd label version <<<"$l"
+    kubectl label --overwrite crd "$crd" "$label=$version" >/dev/null
+  done
+  start_service tenant-controller
+  start_service app-catalog-controller
+  stop "$state/apps-apiserver.pid"
+  apps_diagnostics() {
+    kubectl get apiservice v1alpha1.apps.flotilla.dev -o jsonpath='{.status.conditions}{"\n"}' || true
+    kubectl api-resources --api-group=apps.flotilla.dev || true
+    tail -30 "$state/logs/apps-apiserver.log"
+  }
+  say "starting the apps apiserver (apps.flotilla.dev, through kube-apiserver's aggregator)"
+  setsid nohup "$state/bin/apps-apiserver" --bind-address=127.0.0.1 --secure-port="$apps_port" \
+    --cert-dir="$state/apps-apiserver" --kubeconfig="$KUBECONFIG" \
+    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+    > "$state/logs/apps-apiserver.log" 2>&1 &
+  echo $! > "$state/apps-apiserver.pid"
+
+  say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
+  kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  for f in deploy/examples/tenants.yaml deploy/examples/*.yaml; do apply_retrying "$f" 60; done
+  say "waiting for the tenants to be Ready"
+  kubectl wait tenants.tenancy.flotilla.dev --all -A --for=condition=Ready --timeout=120s >/dev/null
+
+  say "installing the starter catalog (charts served from 127.0.0.1:$charts_port)"
+  kubectl apply --server-side -f deploy/catalog/namespace.yaml >/dev/null
+  sed "s|url: .*|url: http://127.0.0.1:$charts_port|" deploy/catalog/source.yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f deploy/catalog/delivery-roles.yaml >/dev/null
+  for d in deploy/catalog/*/definition.yaml; do kubectl apply -f "$d" >/dev/null; done
+  kubectl wait applicationdefinitions --all --for=condition=Ready --timeout=60s >/dev/null
+  kubectl get applicationdefinitions
+  echo
+  say "the platform answers kubectl, $((SECONDS - start))s after \`make demo\`: the tenants and the app catalog are Ready$(building)"
+  echo
+
+  await flux
+  say "ordering a Postgres in tenant acme (deploy/examples/apps/)"
+  # The kinds are served once the aggregator has the apps apiserver Available and has refetched
+  # its discovery (at once when the apiserver annotates its APIService, else within a minute).
+  kubectl wait apiservice v1alpha1.apps.flotilla.dev --for=condition=Available --timeout=120s >/dev/null
+  apply_retrying deploy/examples/apps/ 240 apps_diagnostics
+  kubectl wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=180s >/dev/null
+  kubectl get -n tenant-acme postgres -o wide
+  echo
+
+  await storage
   stop "$state/linstor-double.pid"
   say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
   setsid nohup "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision \
@@ -335,71 +464,7 @@ up() {
       -p '{"status":{"capacity":{"cpu":"16","memory":"64Gi","pods":"110"},"allocatable":{"cpu":"16","memory":"64Gi","pods":"110"}}}' >/dev/null
   done
 
-  for l in "${contract_labels[@]}"; do
-    IFS='=' read -r crd label version <<<"$l"
-    kubectl label --overwrite crd "$crd" "$label=$version" >/dev/null
-  done
-  # Cluster API's managers serve webhooks that nothing points at (the cluster-controller writes
-  # complete objects); their servers still need a certificate: localcp's serves.
-  capi_flags=(--webhook-cert-dir="$WEBHOOK_CERT_DIR" --health-addr=127.0.0.1:0 --diagnostics-address=0 --insecure-diagnostics=true)
-  say "starting Cluster API's core manager and kubeadm bootstrap provider (real, built from $capi)"
-  run_bg cluster-api-manager "$bin/cluster-api-manager" --webhook-port=$((base + 6)) "${capi_flags[@]}"
-  run_bg kubeadm-bootstrap-manager "$bin/kubeadm-bootstrap-manager" --webhook-port=$((base + 7)) "${capi_flags[@]}"
-  say "starting the local provider STAND-IN for Kamaji and KubeVirt (a real kube-apiserver per customer control plane on the platform's etcd, a Node per worker VM; no pods or VMs run here)"
-  # The clusters' infrastructure controllers' namespace and role, as the cluster-controller's chart makes them.
-  kubectl create namespace "$infra_ns" --dry-run=client -o yaml | kubectl label --local -f - flotilla.dev/platform=true -o yaml | kubectl apply -f - >/dev/null
-  kubectl apply -f deploy/charts/cluster-controller/templates/infra-clusterrole.yaml >/dev/null
-  run_bg local-provider "$state/bin/local-provider" --etcd-servers="$ETCD_URL" --state-dir="$state/local-provider" \
-    --kube-apiserver="$bin/kube-apiserver" --infra-namespace="$infra_ns" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
-
-  for s in "${services[@]}"; do
-    stop "$state/$s.pid"
-    say "starting $s"
-    webhook=(--webhook-port=0)
-    [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="${webhook_ports[$s]}" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
-    # shellcheck disable=SC2086 # service_flags holds several flags
-    setsid nohup "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
-      "${webhook[@]}" ${service_flags[$s]:-} --zap-devel \
-      > "$state/logs/$s.log" 2>&1 &
-    echo $! > "$state/$s.pid"
-  done
-  stop "$state/apps-apiserver.pid"
-  apps_diagnostics() {
-    kubectl get apiservice v1alpha1.apps.flotilla.dev -o jsonpath='{.status.conditions}{"\n"}' || true
-    kubectl api-resources --api-group=apps.flotilla.dev || true
-    tail -30 "$state/logs/apps-apiserver.log"
-  }
-  say "starting the apps apiserver (apps.flotilla.dev, through kube-apiserver's aggregator)"
-  setsid nohup "$state/bin/apps-apiserver" --bind-address=127.0.0.1 --secure-port="$apps_port" \
-    --cert-dir="$state/apps-apiserver" --kubeconfig="$KUBECONFIG" \
-    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
-    > "$state/logs/apps-apiserver.log" 2>&1 &
-  echo $! > "$state/apps-apiserver.pid"
-
-  usage_api
-  say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
-  kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  for f in deploy/examples/tenants.yaml deploy/examples/*.yaml; do apply_retrying "$f" 60; done
-  say "waiting for the tenants to be Ready"
-  kubectl wait tenants.tenancy.flotilla.dev --all -A --for=condition=Ready --timeout=120s >/dev/null
-
-  say "installing the starter catalog (charts served from 127.0.0.1:$charts_port)"
-  kubectl apply --server-side -f deploy/catalog/namespace.yaml >/dev/null
-  sed "s|url: .*|url: http://127.0.0.1:$charts_port|" deploy/catalog/source.yaml | kubectl apply -f - >/dev/null
-  kubectl apply -f deploy/catalog/delivery-roles.yaml >/dev/null
-  for d in deploy/catalog/*/definition.yaml; do kubectl apply -f "$d" >/dev/null; done
-  kubectl wait applicationdefinitions --all --for=condition=Ready --timeout=60s >/dev/null
-  kubectl get applicationdefinitions
-  echo
-  say "ordering a Postgres in tenant acme (deploy/examples/apps/)"
-  # The kinds are served once the aggregator has the apps apiserver Available and has refetched
-  # its discovery (at once when the apiserver annotates its APIService, else within a minute).
-  kubectl wait apiservice v1alpha1.apps.flotilla.dev --for=condition=Available --timeout=120s >/dev/null
-  apply_retrying deploy/examples/apps/ 240 apps_diagnostics
-  kubectl wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=180s >/dev/null
-  kubectl get -n tenant-acme postgres -o wide
-  echo
-
+  start_service storage-controller
   say "storage: StoragePolicies on the LINSTOR test double (deploy/examples/storage.yaml)"
   kubectl wait storagepolicies --all --for=condition=Ready --timeout=60s >/dev/null
   kubectl get storagepolicies
@@ -472,7 +537,13 @@ YAML
   done
   echo
 
+  await net
+  start_service net-controller
   say "networking: tenant subnets on Kube-OVN, and acme's and beta's networks with one range, apart on OVN (deploy/examples/network.yaml)"
+  # The net-controller has just started: a TenantSubnet for every tenant's namespace, then Ready.
+  for n in $(kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{.items[*].status.namespace}'); do
+    kubectl wait --for=create "tenantsubnet/$n" --timeout=60s >/dev/null
+  done
   kubectl wait tenantsubnets --all --for=condition=Ready --timeout=60s >/dev/null
   kubectl wait tenantnetworks --all -A --for=condition=Ready --timeout=60s >/dev/null
   kubectl get subnets.kubeovn.io -o custom-columns=SUBNET:.metadata.name,NAMESPACE:.spec.namespaces[0],CIDR:.spec.cidrBlock
@@ -481,8 +552,25 @@ YAML
   LD_LIBRARY_PATH=$OVN_ROOT/usr/lib/x86_64-linux-gnu:$OVN_ROOT/lib/x86_64-linux-gnu "$OVN_ROOT/usr/bin/ovn-nbctl" --db="$OVN_NB" lr-list | sed 's/^/    /'
   echo
 
+  await cluster
+  # Cluster API's managers serve webhooks that nothing points at (the cluster-controller writes
+  # complete objects); their servers still need a certificate: localcp's serves.
+  capi_flags=(--webhook-cert-dir="$WEBHOOK_CERT_DIR" --health-addr=127.0.0.1:0 --diagnostics-address=0 --insecure-diagnostics=true)
+  say "starting Cluster API's core manager and kubeadm bootstrap provider (real, built from $capi)"
+  run_bg cluster-api-manager "$bin/cluster-api-manager" --webhook-port=$((base + 6)) "${capi_flags[@]}"
+  run_bg kubeadm-bootstrap-manager "$bin/kubeadm-bootstrap-manager" --webhook-port=$((base + 7)) "${capi_flags[@]}"
+  say "starting the local provider STAND-IN for Kamaji and KubeVirt (a real kube-apiserver per customer control plane on the platform's etcd, a Node per worker VM; no pods or VMs run here)"
+  # The clusters' infrastructure controllers' namespace and role, as the cluster-controller's chart makes them.
+  kubectl create namespace "$infra_ns" --dry-run=client -o yaml | kubectl label --local -f - flotilla.dev/platform=true -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f deploy/charts/cluster-controller/templates/infra-clusterrole.yaml >/dev/null
+  run_bg local-provider "$state/bin/local-provider" --etcd-servers="$ETCD_URL" --state-dir="$state/local-provider" \
+    --kube-apiserver="$bin/kube-apiserver" --infra-namespace="$infra_ns" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
+
+  start_service cluster-controller
   kubernetes_cluster
   node_agent
+  await usage
+  usage_api
   usage_report
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
@@ -502,5 +590,6 @@ YAML
 case "${1:-}" in
   up) up ;;
   down) down ;;
+  build) build_stages ;;
   *) echo "usage: $0 up|down" >&2; exit 2 ;;
 esac

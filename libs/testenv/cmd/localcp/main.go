@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -103,40 +104,13 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
 	defer func() { _ = env.Stop() }()
-	ctx := context.Background()
+	defer mu.Lock() // after cancel: a start under way ends before the processes are stopped
+	defer cancel()
 	if err := servePorts(ctx, env, ports); err != nil {
 		return err
-	}
-	if o.scheduler {
-		var ext []schedconfigv1.Extender
-		for _, u := range o.extenders {
-			ext = append(ext, schedconfigv1.Extender{URLPrefix: u, FilterVerb: "filter", PrioritizeVerb: "prioritize", Weight: 5,
-				NodeCacheCapable: true, Ignorable: true, HTTPTimeout: metav1.Duration{Duration: 2 * time.Second}})
-		}
-		if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{Extenders: ext, PercentageOfNodesToScore: 100, MetricsPort: o.schedulerMetrics}); err != nil {
-			return err
-		}
-	}
-	if o.flux {
-		if err := env.StartFlux(ctx, filepath.Join(dir, "flux")); err != nil {
-			return err
-		}
-	}
-	if len(o.charts) > 0 {
-		repoDir := filepath.Join(dir, "charts")
-		if err := os.RemoveAll(repoDir); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(repoDir, 0o700); err != nil {
-			return err
-		}
-		repo, err := testenv.ServeCharts(repoDir, o.chartsPort, o.charts...)
-		if err != nil {
-			return err
-		}
-		defer repo.Close()
-		fmt.Printf("serving %d charts at %s\n", len(o.charts), repo.URL)
 	}
 	for _, a := range o.apiServices {
 		gv, port, ok := strings.Cut(a, "=")
@@ -182,12 +156,97 @@ func run(o options) error {
 	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600); err != nil {
 		return err
 	}
+	defer os.Remove(filepath.Join(dir, "kubeconfig"))
 	fmt.Printf("control plane ready at %s; kubeconfig %s\n", env.Config.Host, filepath.Join(dir, "kubeconfig"))
+	// Flux, the Helm repository and kube-scheduler start once their binaries are built: `make demo`
+	// builds them while the control plane already serves (the tenants and the app catalog need
+	// none of them). One goroutine, in the order the demo builds them; mu keeps Stop out of a start.
+	later := make(chan error, 1)
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		later <- startLater(ctx, env, dir, o)
+	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
+	select {
+	case <-sig:
+	case err := <-later:
+		if err != nil {
+			return err
+		}
+		<-sig
+	}
 	fmt.Println("stopping control plane")
-	_ = os.Remove(filepath.Join(dir, "kubeconfig"))
+	return nil
+}
+
+// startLater starts Flux, the Helm repository and kube-scheduler, in that order, each once the builder has
+// built what it runs (at once when it has).
+func startLater(ctx context.Context, env *testenv.Env, dir string, o options) error {
+	if o.flux {
+		if err := built(ctx, "source-controller", "helm-controller"); err != nil {
+			return err
+		}
+		if err := env.StartFlux(ctx, filepath.Join(dir, "flux")); err != nil {
+			return err
+		}
+		fmt.Println("Flux started")
+	}
+	if len(o.charts) > 0 {
+		if err := built(ctx, "helm"); err != nil {
+			return err
+		}
+		repoDir := filepath.Join(dir, "charts")
+		if err := os.RemoveAll(repoDir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(repoDir, 0o700); err != nil {
+			return err
+		}
+		repo, err := testenv.ServeCharts(repoDir, o.chartsPort, o.charts...)
+		if err != nil {
+			return err
+		}
+		context.AfterFunc(ctx, func() { _ = repo.Close() })
+		fmt.Printf("serving %d charts at %s\n", len(o.charts), repo.URL)
+	}
+	if o.scheduler {
+		if err := built(ctx, "kube-scheduler"); err != nil {
+			return err
+		}
+		var ext []schedconfigv1.Extender
+		for _, u := range o.extenders {
+			ext = append(ext, schedconfigv1.Extender{URLPrefix: u, FilterVerb: "filter", PrioritizeVerb: "prioritize", Weight: 5,
+				NodeCacheCapable: true, Ignorable: true, HTTPTimeout: metav1.Duration{Duration: 2 * time.Second}})
+		}
+		if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{Extenders: ext, PercentageOfNodesToScore: 100, MetricsPort: o.schedulerMetrics}); err != nil {
+			return err
+		}
+		fmt.Println("kube-scheduler started")
+	}
+	return nil
+}
+
+// built waits until the builder's binaries of these names exist (build.sh links them before it
+// builds them).
+func built(ctx context.Context, names ...string) error {
+	bin, err := testenv.BinDir()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		for {
+			if _, err := os.Stat(filepath.Join(bin, n)); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
 	return nil
 }
 
