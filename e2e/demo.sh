@@ -151,21 +151,23 @@ building() {
   [[ ${#left[@]} -eq 0 ]] || echo "; still building: ${left[*]}"
 }
 
-# await STAGE: waits until the background build has built STAGE, saying so every 30 seconds.
+# await STAGE: waits until the background build has built STAGE, saying so every minute.
 await() {
   local said=$SECONDS
+  join
   until [[ -f $state/built/$1 ]]; do
     if ! alive "$state/build.pid" && [[ ! -f $state/built/$1 ]]; then
       tail -30 "$state/logs/build.log"
       echo "building $1 failed (.local/logs/build.log)"
       exit 1
     fi
-    if (( SECONDS - said >= 30 )); then
+    if (( SECONDS - said >= 60 )); then
       say "waiting for $1 to be built ($((SECONDS - start))s since \`make demo\`$(building))"
       said=$SECONDS
     fi
     sleep 1
   done
+  join
 }
 
 # start_service NAME: (re)starts one of the services, with its webhook server if it has one.
@@ -349,6 +351,61 @@ cluster_diagnostics() {
   exit 1
 }
 
+# join_STAGE: starts the parts built in STAGE (once, by join).
+join_flux() { :; } # localcp starts Flux and the Helm repository once they are built
+join_storage() {
+  stop "$state/linstor-double.pid"
+  say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
+  setsid nohup "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision \
+    > "$state/logs/linstor-double.log" 2>&1 &
+  echo $! > "$state/linstor-double.pid"
+  # The Nodes the satellites run on, labelled with their zones. No kubelet registers them here, so
+  # the demo gives them capacity and lifts the not-ready taint kube-apiserver puts on new Nodes:
+  # kube-scheduler then binds pods to them (which nothing runs).
+  for n in ${linstor_nodes//,/ }; do
+    printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s, kubernetes.io/hostname: %s}}\n---\n' \
+      "${n%%=*}" "${n#*=}" "${n%%=*}"
+  done | kubectl apply -f - >/dev/null
+  for n in ${linstor_nodes//,/ }; do
+    kubectl patch node "${n%%=*}" --type=merge -p '{"spec":{"taints":null}}' >/dev/null
+    kubectl patch node "${n%%=*}" --subresource=status --type=merge \
+      -p '{"status":{"capacity":{"cpu":"16","memory":"64Gi","pods":"110"},"allocatable":{"cpu":"16","memory":"64Gi","pods":"110"}}}' >/dev/null
+  done
+
+  start_service storage-controller
+}
+join_net() { start_service net-controller; }
+join_cluster() {
+  # Cluster API's managers serve webhooks that nothing points at (the cluster-controller writes
+  # complete objects); their servers still need a certificate: localcp's serves.
+  capi_flags=(--webhook-cert-dir="$WEBHOOK_CERT_DIR" --health-addr=127.0.0.1:0 --diagnostics-address=0 --insecure-diagnostics=true)
+  say "starting Cluster API's core manager and kubeadm bootstrap provider (real, built from $capi)"
+  run_bg cluster-api-manager "$bin/cluster-api-manager" --webhook-port=$((base + 6)) "${capi_flags[@]}"
+  run_bg kubeadm-bootstrap-manager "$bin/kubeadm-bootstrap-manager" --webhook-port=$((base + 7)) "${capi_flags[@]}"
+  say "starting the local provider STAND-IN for Kamaji and KubeVirt (a real kube-apiserver per customer control plane on the platform's etcd, a Node per worker VM; no pods or VMs run here)"
+  # The clusters' infrastructure controllers' namespace and role, as the cluster-controller's chart makes them.
+  kubectl create namespace "$infra_ns" --dry-run=client -o yaml | kubectl label --local -f - flotilla.dev/platform=true -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f deploy/charts/cluster-controller/templates/infra-clusterrole.yaml >/dev/null
+  run_bg local-provider "$state/bin/local-provider" --etcd-servers="$ETCD_URL" --state-dir="$state/local-provider" \
+    --kube-apiserver="$bin/kube-apiserver" --infra-namespace="$infra_ns" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
+
+  start_service cluster-controller
+}
+join_usage() { usage_api; }
+
+# join: starts the parts of every stage built by now and not started yet, so that each part runs as
+# early as it can, whatever the demo shows at that moment.
+join() {
+  local s
+  mkdir -p "$state/joined"
+  for s in "${stages[@]}"; do
+    s=${s%%:*}
+    [[ -f $state/built/$s && ! -f $state/joined/$s ]] || continue
+    "join_$s"
+    touch "$state/joined/$s"
+  done
+}
+
 up() {
   start=$SECONDS
   say "building the core: the control plane, the tenant-controller and the app catalog (cached in ${FLOTILLA_CACHE:-~/.cache/flotilla} and Go's build cache; a cold build takes minutes)"
@@ -362,7 +419,7 @@ up() {
   build_items "${core[@]}"
   say "core built in $((SECONDS - start))s; building ${stages[*]%%:*} while the core starts (.local/logs/build.log)"
   stop "$state/build.pid"
-  rm -rf "$state/built"
+  rm -rf "$state/built" "$state/joined"
   # At a lower priority: the core starting matters more than the parts that join later.
   setsid nohup nice -n 10 bash "$root/e2e/demo.sh" build > "$state/logs/build.log" 2>&1 < /dev/null &
   echo $! > "$state/build.pid"
@@ -435,6 +492,7 @@ up() {
   say "the platform answers kubectl, $((SECONDS - start))s after \`make demo\`: the tenants and the app catalog are Ready$(building)"
   echo
 
+  # Every part built by now joins (warm: all of them), the core having answered first.
   await flux
   say "ordering a Postgres in tenant acme (deploy/examples/apps/)"
   # The kinds are served once the aggregator has the apps apiserver Available and has refetched
@@ -446,25 +504,6 @@ up() {
   echo
 
   await storage
-  stop "$state/linstor-double.pid"
-  say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
-  setsid nohup "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision \
-    > "$state/logs/linstor-double.log" 2>&1 &
-  echo $! > "$state/linstor-double.pid"
-  # The Nodes the satellites run on, labelled with their zones. No kubelet registers them here, so
-  # the demo gives them capacity and lifts the not-ready taint kube-apiserver puts on new Nodes:
-  # kube-scheduler then binds pods to them (which nothing runs).
-  for n in ${linstor_nodes//,/ }; do
-    printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s, kubernetes.io/hostname: %s}}\n---\n' \
-      "${n%%=*}" "${n#*=}" "${n%%=*}"
-  done | kubectl apply -f - >/dev/null
-  for n in ${linstor_nodes//,/ }; do
-    kubectl patch node "${n%%=*}" --type=merge -p '{"spec":{"taints":null}}' >/dev/null
-    kubectl patch node "${n%%=*}" --subresource=status --type=merge \
-      -p '{"status":{"capacity":{"cpu":"16","memory":"64Gi","pods":"110"},"allocatable":{"cpu":"16","memory":"64Gi","pods":"110"}}}' >/dev/null
-  done
-
-  start_service storage-controller
   say "storage: StoragePolicies on the LINSTOR test double (deploy/examples/storage.yaml)"
   kubectl wait storagepolicies --all --for=condition=Ready --timeout=60s >/dev/null
   kubectl get storagepolicies
@@ -538,7 +577,6 @@ YAML
   echo
 
   await net
-  start_service net-controller
   say "networking: tenant subnets on Kube-OVN, and acme's and beta's networks with one range, apart on OVN (deploy/examples/network.yaml)"
   # The net-controller has just started: a TenantSubnet for every tenant's namespace, then Ready.
   for n in $(kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{.items[*].status.namespace}'); do
@@ -553,24 +591,9 @@ YAML
   echo
 
   await cluster
-  # Cluster API's managers serve webhooks that nothing points at (the cluster-controller writes
-  # complete objects); their servers still need a certificate: localcp's serves.
-  capi_flags=(--webhook-cert-dir="$WEBHOOK_CERT_DIR" --health-addr=127.0.0.1:0 --diagnostics-address=0 --insecure-diagnostics=true)
-  say "starting Cluster API's core manager and kubeadm bootstrap provider (real, built from $capi)"
-  run_bg cluster-api-manager "$bin/cluster-api-manager" --webhook-port=$((base + 6)) "${capi_flags[@]}"
-  run_bg kubeadm-bootstrap-manager "$bin/kubeadm-bootstrap-manager" --webhook-port=$((base + 7)) "${capi_flags[@]}"
-  say "starting the local provider STAND-IN for Kamaji and KubeVirt (a real kube-apiserver per customer control plane on the platform's etcd, a Node per worker VM; no pods or VMs run here)"
-  # The clusters' infrastructure controllers' namespace and role, as the cluster-controller's chart makes them.
-  kubectl create namespace "$infra_ns" --dry-run=client -o yaml | kubectl label --local -f - flotilla.dev/platform=true -o yaml | kubectl apply -f - >/dev/null
-  kubectl apply -f deploy/charts/cluster-controller/templates/infra-clusterrole.yaml >/dev/null
-  run_bg local-provider "$state/bin/local-provider" --etcd-servers="$ETCD_URL" --state-dir="$state/local-provider" \
-    --kube-apiserver="$bin/kube-apiserver" --infra-namespace="$infra_ns" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
-
-  start_service cluster-controller
   kubernetes_cluster
   node_agent
   await usage
-  usage_api
   usage_report
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
