@@ -173,14 +173,11 @@ await() {
 # start_service NAME: (re)starts one of the services, with its webhook server if it has one.
 start_service() {
   local s=$1 webhook=(--webhook-port=0)
-  stop "$state/$s.pid"
   say "starting $s"
   [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="${webhook_ports[$s]}" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
   # shellcheck disable=SC2086 # service_flags holds several flags
-  setsid nohup "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
-    "${webhook[@]}" ${service_flags[$s]:-} --zap-devel \
-    > "$state/logs/$s.log" 2>&1 &
-  echo $! > "$state/$s.pid"
+  run_bg "$s" "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
+    "${webhook[@]}" ${service_flags[$s]:-} --zap-devel
 }
 
 down() {
@@ -354,11 +351,8 @@ cluster_diagnostics() {
 # join_STAGE: starts the parts built in STAGE (once, by join).
 join_flux() { :; } # localcp starts Flux and the Helm repository once they are built
 join_storage() {
-  stop "$state/linstor-double.pid"
   say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
-  setsid nohup "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision \
-    > "$state/logs/linstor-double.log" 2>&1 &
-  echo $! > "$state/linstor-double.pid"
+  run_bg linstor-double "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision
   # The Nodes the satellites run on, labelled with their zones. No kubelet registers them here, so
   # the demo gives them capacity and lifts the not-ready taint kube-apiserver puts on new Nodes:
   # kube-scheduler then binds pods to them (which nothing runs).
@@ -462,18 +456,15 @@ up() {
   done
   start_service tenant-controller
   start_service app-catalog-controller
-  stop "$state/apps-apiserver.pid"
   apps_diagnostics() {
     kubectl get apiservice v1alpha1.apps.flotilla.dev -o jsonpath='{.status.conditions}{"\n"}' || true
     kubectl api-resources --api-group=apps.flotilla.dev || true
     tail -30 "$state/logs/apps-apiserver.log"
   }
   say "starting the apps apiserver (apps.flotilla.dev, through kube-apiserver's aggregator)"
-  setsid nohup "$state/bin/apps-apiserver" --bind-address=127.0.0.1 --secure-port="$apps_port" \
+  run_bg apps-apiserver "$state/bin/apps-apiserver" --bind-address=127.0.0.1 --secure-port="$apps_port" \
     --cert-dir="$state/apps-apiserver" --kubeconfig="$KUBECONFIG" \
-    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
-    > "$state/logs/apps-apiserver.log" 2>&1 &
-  echo $! > "$state/apps-apiserver.pid"
+    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
 
   say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
   kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null
