@@ -107,10 +107,11 @@ run_bg() {
 # need nothing else), then, in the background while the core runs, each part in the order the demo
 # shows it; a part starts once its stage is built. An item is a binary of libs/builder/binaries.txt
 # or NAME=PACKAGE, a program of this repository built into .local/bin/NAME.
-core=(kube-apiserver etcd kubectl kube-controller-manager localcp=./libs/testenv/cmd/localcp
+core=(kube-apiserver etcd kubectl localcp=./libs/testenv/cmd/localcp
   tenant-controller=./services/tenant-controller/cmd app-catalog-controller=./services/app-catalog-controller/cmd
   apps-apiserver=./services/app-catalog-controller/cmd/apiserver)
 stages=(
+  "controller-manager: kube-controller-manager"
   "flux: helm source-controller helm-controller"
   "storage: kube-scheduler storage-controller=./services/storage-controller/cmd linstor-double=./services/storage-controller/internal/linstordouble/cmd/linstor-double"
   "net: net-controller=./services/net-controller/cmd net-agent=./services/net-controller/cmd/agent"
@@ -349,7 +350,9 @@ cluster_diagnostics() {
 }
 
 # join_STAGE: starts the parts built in STAGE (once, by join).
-join_flux() { :; } # localcp starts Flux and the Helm repository once they are built
+# localcp starts kube-controller-manager, Flux and the Helm repository once they are built.
+join_controller-manager() { say "kube-controller-manager joins: namespace deletion, garbage collection, quota status and the tenant roles' rules (aggregated)"; }
+join_flux() { :; }
 join_storage() {
   say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
   run_bg linstor-double "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision
@@ -431,7 +434,7 @@ up() {
   crds+="$root/services/cluster-controller/test/crds/kamaji,"
   hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
   if ! alive "$state/localcp.pid"; then
-    say "starting the control plane (etcd, kube-apiserver, kube-controller-manager; Flux, the Helm repository and kube-scheduler once built)"
+    say "starting the control plane (etcd, kube-apiserver; kube-controller-manager, Flux, the Helm repository and kube-scheduler once built)"
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \

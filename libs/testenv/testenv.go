@@ -116,14 +116,17 @@ func Start(o Options) (*Env, error) {
 		return nil, errors.Join(err, e.Stop())
 	}
 	if o.ControllerManager {
-		if err := e.startControllerManager(o.DataDir); err != nil {
+		if err := e.StartControllerManager(o.DataDir); err != nil {
 			return nil, errors.Join(err, e.Stop())
 		}
 	}
 	return e, nil
 }
 
-func (e *Env) startControllerManager(dataDir string) error {
+// StartControllerManager starts kube-controller-manager with the controllers
+// Options.ControllerManager names, for an Env started without it (localcp starts it once built).
+// dataDir is Options.DataDir.
+func (e *Env) StartControllerManager(dataDir string) error {
 	dir := dataDir
 	if dir == "" {
 		dir = e.ControlPlane.APIServer.CertDir

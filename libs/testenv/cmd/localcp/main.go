@@ -100,7 +100,7 @@ func run(o options) error {
 		return err
 	}
 	env, err := testenv.Start(testenv.Options{CRDDirs: append(o.crds, modules...), Webhooks: hooks, MutatingWebhooks: mutating, WebhookPort: o.webhookPort,
-		ControllerManager: true, Aggregation: true, DataDir: dir})
+		Aggregation: true, DataDir: dir})
 	if err != nil {
 		return err
 	}
@@ -158,9 +158,10 @@ func run(o options) error {
 	}
 	defer os.Remove(filepath.Join(dir, "kubeconfig"))
 	fmt.Printf("control plane ready at %s; kubeconfig %s\n", env.Config.Host, filepath.Join(dir, "kubeconfig"))
-	// Flux, the Helm repository and kube-scheduler start once their binaries are built: `make demo`
-	// builds them while the control plane already serves (the tenants and the app catalog need
-	// none of them). One goroutine, in the order the demo builds them; mu keeps Stop out of a start.
+	// kube-controller-manager, Flux, the Helm repository and kube-scheduler start once their
+	// binaries are built: `make demo` builds them while the control plane already serves (the
+	// tenants and the app catalog need none of them). One goroutine, in the order the demo builds
+	// them; mu keeps Stop out of a start.
 	later := make(chan error, 1)
 	go func() {
 		mu.Lock()
@@ -181,9 +182,18 @@ func run(o options) error {
 	return nil
 }
 
-// startLater starts Flux, the Helm repository and kube-scheduler, in that order, each once the builder has
-// built what it runs (at once when it has).
+// startLater starts kube-controller-manager, Flux, the Helm repository and kube-scheduler, in that
+// order, each once the builder has built what it runs (at once when it has).
 func startLater(ctx context.Context, env *testenv.Env, dir string, o options) error {
+	// Until it runs, namespaces are not deleted, garbage is not collected, ResourceQuotas have no
+	// status (quota admission refuses pods under one) and the tenant roles aggregate no rules.
+	if err := built(ctx, "kube-controller-manager"); err != nil {
+		return err
+	}
+	if err := env.StartControllerManager(dir); err != nil {
+		return err
+	}
+	fmt.Println("kube-controller-manager started")
 	if o.flux {
 		if err := built(ctx, "source-controller", "helm-controller"); err != nil {
 			return err
