@@ -103,9 +103,10 @@ run_bg() {
   echo $! > "$state/$name.pid"
 }
 
-# What the demo builds: the core first (the control plane, the tenants and the app catalog, which
-# need nothing else), then, in the background while the core runs, each part in the order the demo
-# shows it; a part starts once its stage is built. An item is a binary of libs/builder/binaries.txt
+# What the demo builds: the core first (the control plane, the tenants and the app catalog), then,
+# in the background while the core runs, each part in the order the demo shows it; a part starts
+# once its stage is built. kube-controller-manager comes first, while the core starts: the app
+# catalog waits for it (it aggregates the tenants' delivery role). An item is a binary of libs/builder/binaries.txt
 # or NAME=PACKAGE, a program of this repository built into .local/bin/NAME.
 core=(kube-apiserver etcd kubectl localcp=./libs/testenv/cmd/localcp
   tenant-controller=./services/tenant-controller/cmd app-catalog-controller=./services/app-catalog-controller/cmd
@@ -152,10 +153,9 @@ building() {
   [[ ${#left[@]} -eq 0 ]] || echo "; still building: ${left[*]}"
 }
 
-# await STAGE: waits until the background build has built STAGE, saying so every minute.
-await() {
+# built STAGE: waits until the background build has built STAGE, saying so every minute.
+built() {
   local said=$SECONDS
-  join
   until [[ -f $state/built/$1 ]]; do
     if ! alive "$state/build.pid" && [[ ! -f $state/built/$1 ]]; then
       tail -30 "$state/logs/build.log"
@@ -168,6 +168,12 @@ await() {
     fi
     sleep 1
   done
+}
+
+# await STAGE: built STAGE, starting every part built meanwhile.
+await() {
+  join
+  built "$1"
   join
 }
 
@@ -351,7 +357,7 @@ cluster_diagnostics() {
 
 # join_STAGE: starts the parts built in STAGE (once, by join).
 # localcp starts kube-controller-manager, Flux and the Helm repository once they are built.
-join_controller-manager() { say "kube-controller-manager joins: namespace deletion, garbage collection, quota status and the tenant roles' rules (aggregated)"; }
+join_controller-manager() { :; }
 join_flux() { :; }
 join_storage() {
   say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
@@ -480,6 +486,9 @@ up() {
   sed "s|url: .*|url: http://127.0.0.1:$charts_port|" deploy/catalog/source.yaml | kubectl apply -f - >/dev/null
   kubectl apply -f deploy/catalog/delivery-roles.yaml >/dev/null
   for d in deploy/catalog/*/definition.yaml; do kubectl apply -f "$d" >/dev/null; done
+  # A definition is Ready once the tenants' delivery role covers its chart: kube-controller-manager
+  # aggregates that role, and builds while the core starts.
+  built controller-manager
   kubectl wait applicationdefinitions --all --for=condition=Ready --timeout=60s >/dev/null
   kubectl get applicationdefinitions
   echo
