@@ -3,8 +3,10 @@ package integration_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
@@ -212,6 +216,51 @@ func TestSteadyStateIsQuiet(t *testing.T) {
 	}
 	if got := get(t, ns, "calm").Status; !equalStatus(got, status) {
 		t.Errorf("status was rewritten: %+v → %+v", status, got)
+	}
+}
+
+// A reconcile working from a copy older than the cluster's last status write (the cache had not
+// caught up) writes no status, so it neither restamps the conditions nor announces Ready twice, and
+// looks again.
+func TestAReconcileFromAStaleCopyWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := tenantNamespace(t, "stale", "stale")
+	create(t, makeCluster(ns, "behind").obj())
+	ready(t, ns, "behind")
+	current := condition(t, ns, "behind", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+
+	// What the cache held before the status write: no conditions, the resourceVersion of then.
+	stale := current.DeepCopy()
+	stale.Status.Conditions = nil
+	rv, err := strconv.ParseInt(current.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.ResourceVersion = strconv.FormatInt(rv-1, 10)
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if kc, ok := obj.(*clusterapi.KubernetesCluster); ok && key == client.ObjectKeyFromObject(current) {
+				stale.DeepCopyInto(kc)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	time.Sleep(time.Second) // a condition written again would carry another transition time (seconds)
+	r := &kubernetescluster.Reconciler{Client: lagging, APIReader: lagging, Options: options, Retry: time.Second}
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(current)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Error("a stale copy is not looked at again")
+	}
+	if after := get(t, ns, "behind"); after.ResourceVersion != current.ResourceVersion {
+		t.Errorf("the status was written again from a stale copy (resourceVersion %s → %s)", current.ResourceVersion, after.ResourceVersion)
 	}
 }
 

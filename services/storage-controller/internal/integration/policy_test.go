@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,10 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/controller/policy"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstordouble"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/storage"
@@ -358,5 +362,53 @@ func TestPolicyWithoutQualifyingNodes(t *testing.T) {
 	ready := meta.FindStatusCondition(got.Status.Conditions, fmeta.ReadyCondition)
 	if ready == nil || ready.Status != metav1.ConditionFalse || meta.FindStatusCondition(got.Status.Conditions, fmeta.StalledCondition) != nil {
 		t.Errorf("conditions: %+v", got.Status.Conditions)
+	}
+}
+
+// A reconcile working from a copy older than the policy's last status write (the cache had not
+// caught up) writes nothing, so it neither restamps the conditions nor announces Ready twice, and
+// looks again.
+func TestAReconcileFromAStaleCopyWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ownLINSTOR(t)
+	create(t, replicated("stale"))
+	ready := condition(t, "stale", fmeta.ReadyCondition, metav1.ConditionTrue, "")
+
+	// What the cache held before the status write: no conditions, the resourceVersion of then.
+	stale := ready.DeepCopy()
+	stale.Status.Conditions = nil
+	rv, err := strconv.ParseInt(ready.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.ResourceVersion = strconv.FormatInt(rv-1, 10)
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if p, ok := obj.(*storagepolicyv1.StoragePolicy); ok && key.Name == "stale" {
+				stale.DeepCopyInto(p)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	time.Sleep(time.Second) // a condition written again would carry another transition time (seconds)
+	r := &policy.Reconciler{Client: lagging, APIReader: lagging, LINSTOR: lc, View: view, Retry: time.Second, WebhookConfiguration: webhookConfig}
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "stale"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Error("a stale copy is not looked at again")
+	}
+	after := &storagepolicyv1.StoragePolicy{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "stale"}, after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != ready.ResourceVersion {
+		t.Errorf("the status was written again from a stale copy (resourceVersion %s → %s)", ready.ResourceVersion, after.ResourceVersion)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -124,17 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	s := &scope{kc: kc}
 	helper := patch.NewHelper(kc)
 	defer func() {
-		if !kc.DeletionTimestamp.IsZero() && !HasFinalizer(kc) {
-			return // gone once the finalizer is removed
-		}
-		if kc.DeletionTimestamp.IsZero() {
-			conditions.Summarize(kc, r.domainConditions(), s.stall)
-		}
-		_, err := helper.Status(ctx, r.Client, kc)
-		retErr = errors.Join(retErr, client.IgnoreNotFound(err))
-		if after := conditions.ReadyFlipped(helper.Before().(*clusterapi.KubernetesCluster), kc); after != nil {
-			r.event(kc, after.Status == "True", after.Reason, after.Message)
-		}
+		status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: r.domainConditions()}.Finish(ctx, helper, kc, s.stall, &res, &retErr)
 	}()
 	if !kc.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
@@ -166,17 +157,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
-}
-
-func (r *Reconciler) event(kc *clusterapi.KubernetesCluster, ready bool, reason, msg string) {
-	if r.Recorder == nil {
-		return
-	}
-	kind := corev1.EventTypeNormal
-	if !ready {
-		kind = corev1.EventTypeWarning
-	}
-	r.Recorder.Eventf(kc, nil, kind, reason, "Reconcile", "%s", msg)
 }
 
 // SetupWithManager watches KubernetesClusters and every kind they own.

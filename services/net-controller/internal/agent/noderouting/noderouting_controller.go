@@ -2,7 +2,6 @@ package noderouting
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/routing"
 )
@@ -42,7 +42,7 @@ type Reconciler struct {
 }
 
 // Reconcile applies the node's policies and writes its NodeRouting's status once, at the end.
-func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Result, retErr error) {
 	nr := &netv1.NodeRouting{}
 	if err := r.Get(ctx, types.NamespacedName{Name: r.NodeName}, nr); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -54,9 +54,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Resu
 	helper := patch.NewHelper(nr)
 	var stall *conditions.Stall
 	defer func() {
-		conditions.Summarize(nr, []string{netv1.AppliedCondition}, stall)
-		_, err := helper.Status(ctx, r.Client, nr)
-		retErr = errors.Join(retErr, err)
+		status.Writer{Client: r.Client, Domain: []string{netv1.AppliedCondition}}.Finish(ctx, helper, nr, stall, &res, &retErr)
 	}()
 
 	nodeLabels, err := r.nodeLabels(ctx)

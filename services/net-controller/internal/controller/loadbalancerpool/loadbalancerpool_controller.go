@@ -2,7 +2,6 @@ package loadbalancerpool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
@@ -48,7 +48,7 @@ type scope struct {
 
 // Reconcile counts the pool's blocks and those held, checks its ranges against older pools and
 // keeps its L2Advertisement.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	p := &netv1.LoadBalancerPool{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -60,11 +60,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	s := &scope{pool: p, held: held}
 	helper := patch.NewHelper(p)
 	defer func() {
-		if p.DeletionTimestamp.IsZero() {
-			conditions.Summarize(p, []string{netv1.RangesValidCondition, netv1.AdvertisedCondition, netv1.RoutedCondition}, s.stall)
-		}
-		_, err := helper.Status(ctx, r.Client, p)
-		retErr = errors.Join(retErr, err)
+		domain := []string{netv1.RangesValidCondition, netv1.AdvertisedCondition, netv1.RoutedCondition}
+		status.Writer{Client: r.Client, Domain: domain}.Finish(ctx, helper, p, s.stall, &res, &retErr)
 	}()
 	p.Status.Blocks, p.Status.Allocated = subnets.Blocks(p), int64(held)
 	if !p.DeletionTimestamp.IsZero() {

@@ -2,7 +2,6 @@ package routingpolicy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 )
 
@@ -35,7 +35,7 @@ type Reconciler struct {
 }
 
 // Reconcile summarises the selected nodes' reports into the policy's conditions.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	p := &netv1.RoutingPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -43,9 +43,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	helper := patch.NewHelper(p)
 	var stall *conditions.Stall
 	defer func() {
-		conditions.Summarize(p, []string{NodesAppliedCondition}, stall)
-		_, err := helper.Status(ctx, r.Client, p)
-		retErr = errors.Join(retErr, err)
+		status.Writer{Client: r.Client, Domain: []string{NodesAppliedCondition}}.Finish(ctx, helper, p, stall, &res, &retErr)
 	}()
 
 	nodes := &corev1.NodeList{}

@@ -2,7 +2,6 @@ package subnetpool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
 )
@@ -32,7 +32,7 @@ type Reconciler struct {
 }
 
 // Reconcile counts the pool's blocks and those held, and checks its ranges against older pools.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	p := &netv1.SubnetPool{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -40,11 +40,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	helper := patch.NewHelper(p)
 	var stall *conditions.Stall
 	defer func() {
-		if p.DeletionTimestamp.IsZero() {
-			conditions.Summarize(p, []string{netv1.RangesValidCondition}, stall)
-		}
-		_, err := helper.Status(ctx, r.Client, p)
-		retErr = errors.Join(retErr, err)
+		status.Writer{Client: r.Client, Domain: []string{netv1.RangesValidCondition}}.Finish(ctx, helper, p, stall, &res, &retErr)
 	}()
 
 	pools := &netv1.SubnetPoolList{}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
@@ -74,8 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if errors.Is(retErr, errBlockTaken) {
 			return // retried at once, and reported only by whoever holds the block
 		}
-		status := tenants.StatusWriter{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
-		status.Finish(ctx, helper, tp, s.stall, &res, &retErr)
+		status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}.Finish(ctx, helper, tp, s.stall, &res, &retErr)
 	}()
 	return ctrl.Result{}, r.reconcileNormal(ctx, s)
 }

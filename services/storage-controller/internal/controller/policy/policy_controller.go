@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -22,6 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	storagepolicyv1 "github.com/flotilla-dev/flotilla/services/storage-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/storage-controller/internal/linstor"
 )
@@ -76,15 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	s := &scope{policy: p}
 	helper := patch.NewHelper(p)
 	defer func() {
-		if !p.DeletionTimestamp.IsZero() && !containsFinalizer(p) {
-			return // gone once the finalizer is removed
-		}
-		conditions.Summarize(p, domainConditions, s.stall)
-		_, err := helper.Status(ctx, r.Client, p)
-		retErr = errors.Join(retErr, client.IgnoreNotFound(err))
-		if after := conditions.ReadyFlipped(helper.Before().(*storagepolicyv1.StoragePolicy), p); after != nil {
-			r.event(p, after.Status == "True", after.Reason, after.Message)
-		}
+		status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}.Finish(ctx, helper, p, s.stall, &res, &retErr)
 	}()
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
@@ -112,17 +104,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		}
 	}
 	return ctrl.Result{}, nil
-}
-
-func (r *Reconciler) event(p *storagepolicyv1.StoragePolicy, ready bool, reason, msg string) {
-	if r.Recorder == nil {
-		return
-	}
-	kind := "Normal"
-	if !ready {
-		kind = "Warning"
-	}
-	r.Recorder.Eventf(p, nil, kind, reason, "Reconcile", "%s", msg)
 }
 
 // SetupWithManager watches StoragePolicies, the StorageClasses they made, and LINSTOR through

@@ -219,6 +219,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	if !containsFinalizer(p) {
 		return ctrl.Result{}, nil
 	}
+	name := storagepolicyv1.ResourceGroupName(p.Name)
+	conditions.MarkDeleting(p, fmt.Sprintf("Deleting the StorageClass, then resource group %s", name))
 	sc := &storagev1.StorageClass{}
 	err := r.Get(ctx, types.NamespacedName{Name: p.Name}, sc)
 	switch {
@@ -229,26 +231,34 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	case err != nil && !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
 	}
-	name := storagepolicyv1.ResourceGroupName(p.Name)
 	groups, err := r.LINSTOR.ResourceGroups(ctx)
 	if err != nil {
-		return ctrl.Result{}, linstorFailed(p, storagepolicyv1.ResourceGroupReadyCondition, err)
+		return ctrl.Result{}, deletionWaitsForLINSTOR(p, err)
 	}
 	if g, found := groups[name]; found && g.Props[storage.PropPolicy] == p.Name {
 		volumes, err := r.LINSTOR.VolumesOf(ctx, name)
 		if err != nil {
-			return ctrl.Result{}, linstorFailed(p, storagepolicyv1.ResourceGroupReadyCondition, err)
+			return ctrl.Result{}, deletionWaitsForLINSTOR(p, err)
 		}
 		if len(volumes) > 0 {
 			msg := fmt.Sprintf("Deletion waits for %d volumes in resource group %s (%s): delete their claims first", len(volumes), name, strings.Join(first(volumes, 5), ", "))
 			conditions.MarkFalse(p, storagepolicyv1.ResourceGroupReadyCondition, fmeta.DeletingReason, msg)
+			conditions.MarkDeleting(p, msg)
 			return ctrl.Result{RequeueAfter: r.Retry}, nil
 		}
 		if err := r.LINSTOR.DeleteResourceGroup(ctx, name); err != nil {
-			return ctrl.Result{}, linstorFailed(p, storagepolicyv1.ResourceGroupReadyCondition, err)
+			return ctrl.Result{}, deletionWaitsForLINSTOR(p, err)
 		}
 	}
 	return ctrl.Result{}, patch.RemoveFinalizer(ctx, r.Client, p, Finalizer)
+}
+
+// deletionWaitsForLINSTOR records a LINSTOR failure during deletion on the domain conditions and
+// on Ready (which is not summarised while the policy is being deleted).
+func deletionWaitsForLINSTOR(p *storagepolicyv1.StoragePolicy, err error) error {
+	err = linstorFailed(p, storagepolicyv1.ResourceGroupReadyCondition, err)
+	conditions.MarkDeleting(p, "Deletion waits for LINSTOR: "+err.Error())
+	return err
 }
 
 func first(s []string, n int) []string {

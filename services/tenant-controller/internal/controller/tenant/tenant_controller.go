@@ -26,6 +26,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
 )
@@ -95,14 +96,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	s := &scope{tenant: t}
 	helper := patch.NewHelper(t)
+	// The one place a Tenant's status is written: only if something changed and the tenant is
+	// unchanged since it was read; one Event when Ready is first True and whenever it flips.
 	defer func() {
-		stale, err := r.writeStatus(ctx, helper, s)
-		retErr = errors.Join(retErr, err)
-		if stale && retErr == nil {
-			// This reconcile read a copy older than one an earlier reconcile wrote (the cache had
-			// not caught up): its status is not written, and the tenant is looked at again.
-			res = ctrl.Result{RequeueAfter: staleRequeue}
-		}
+		status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}.Finish(ctx, helper, t, s.stall, &res, &retErr)
 	}()
 
 	if !t.DeletionTimestamp.IsZero() {
@@ -313,10 +310,6 @@ func (treeChanged) Generic(event.GenericEvent) bool { return false }
 type notCreate struct{ predicate.Funcs }
 
 func (notCreate) Create(event.CreateEvent) bool { return false }
-
-// staleRequeue is how soon a tenant whose reconcile worked from a stale copy is looked at again:
-// long enough for the cache to catch up with the write that made it stale.
-const staleRequeue = 200 * time.Millisecond
 
 // requeueWhileBlocked is how often a blocked deletion is looked at again, in case nothing we
 // watch changes when the blocker goes away.
