@@ -160,8 +160,9 @@ func run(o options) error {
 	fmt.Printf("control plane ready at %s; kubeconfig %s\n", env.Config.Host, filepath.Join(dir, "kubeconfig"))
 	// kube-controller-manager, Flux, the Helm repository and kube-scheduler start once their
 	// binaries are built: `make demo` builds them while the control plane already serves (the
-	// tenants and the app catalog need none of them). One goroutine, in the order the demo builds
-	// them; mu keeps Stop out of a start.
+	// tenants need none of them; the app catalog's definitions wait for kube-controller-manager,
+	// which aggregates the delivery role). One goroutine, in the order the demo builds them; mu
+	// keeps Stop out of a start.
 	later := make(chan error, 1)
 	go func() {
 		mu.Lock()
