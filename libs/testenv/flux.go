@@ -102,7 +102,7 @@ func (e *Env) StartFlux(ctx context.Context, dir string, sourceEnv ...string) er
 	return e.StartProcess("helm-controller", dir, env, append(append(common, "--concurrent=8"), FluxLockdown...)...)
 }
 
-// KustomizeModule is the Flux kustomize-controller the builder builds (libs/builder/kustomize).
+// KustomizeModule is the Flux kustomize-controller the builder builds (libs/builder/flux).
 const KustomizeModule = "github.com/fluxcd/kustomize-controller@v1.9.6"
 
 // StartKustomizeController runs the real kustomize-controller as a local process, for tests that
