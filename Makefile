@@ -11,7 +11,6 @@ export FLOTILLA_CACHE ?= $(HOME)/.cache/flotilla
 BIN := $(FLOTILLA_CACHE)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 export PATH := $(BIN):$(PATH)
-GO_TEST_FLAGS ?= -race -count=1
 
 ##@ Everyday
 
@@ -28,7 +27,7 @@ demo-down: ## Stop what `make demo` started (state stays in .local/)
 	@bash e2e/demo.sh down
 
 .PHONY: test
-test: tools ## Run all unit and integration tests (-race) on a real control plane
+test: tools ## Run all unit, integration and e2e tests on a real control plane (RACE=1, as CI: race detector and fuzzing)
 	@bash e2e/test.sh $(MODULES)
 
 .PHONY: bench

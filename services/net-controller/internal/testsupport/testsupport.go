@@ -8,9 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -46,10 +46,23 @@ const TestLabel = "test.net.flotilla.dev/case"
 // the tests, and its error fails the binary.
 func Main(m *testing.M, run func(*testing.M) (int, error)) { testenv.Main(m, run) }
 
-// moduleDir is services/net-controller.
+// moduleDir is services/net-controller: the nearest directory above the test's working directory
+// (its package's) with a go.mod. Not the source file's path, which -trimpath leaves relative.
 func moduleDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("testsupport: no go.mod above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // ChartCRDs is the directory of this service's CRDs in its chart.
