@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,19 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
+
+// BuildProgram builds the main package pkg (relative to dir) into out with the flags `make demo` and
+// `make release` build with (CGO_ENABLED=0 -trimpath), so that it reuses their compilation of every
+// package whatever flags the test binary itself was built with (-race, say).
+func BuildProgram(ctx context.Context, dir, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
 
 // process is a helper binary run beside the control plane, logging to a file.
 type process struct {

@@ -200,10 +200,8 @@ func setup(ctx context.Context, dir string) error {
 // admin does.
 func startTenantController(ctx context.Context, dir string) error {
 	bin := filepath.Join(dir, "tenant-controller")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
-	build.Dir = filepath.Join(repoRoot, "services", "tenant-controller")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the tenant-controller: %w: %s", err, out)
+	if err := testenv.BuildProgram(ctx, filepath.Join(repoRoot, "services", "tenant-controller"), "./cmd", bin); err != nil {
+		return err
 	}
 	root := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootNamespace}}
 	if err := kube.Create(ctx, root); err != nil {

@@ -473,9 +473,8 @@ func localPods(ctx context.Context, b *testing.B, c client.Client, d *linstordou
 // until it has polled it twice, and returns its resident memory in KiB.
 func controllerRSS(b *testing.B, env *testenv.Env, linstorURL string) int64 {
 	bin := filepath.Join(b.TempDir(), "storage-controller")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd").CombinedOutput()
-	if err != nil {
-		b.Fatalf("building the controller: %v\n%s", err, out)
+	if err := testenv.BuildProgram(context.Background(), ".", "../../cmd", bin); err != nil {
+		b.Fatal(err)
 	}
 	logDir := b.TempDir()
 	kubeconfig, err := env.AdminKubeconfig("storage-controller", logDir)

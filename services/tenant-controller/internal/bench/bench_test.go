@@ -374,9 +374,7 @@ func startController(b *testing.B, env *testenv.Env, webhookPort int) (*exec.Cmd
 	bin := os.Getenv("BENCH_CONTROLLER_BIN")
 	if bin == "" {
 		bin = filepath.Join(dir, "tenant-controller")
-		build := exec.Command("go", "build", "-o", bin, "../../cmd")
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		check(b, build.Run())
+		check(b, testenv.BuildProgram(context.Background(), ".", "../../cmd", bin))
 	}
 	user, err := env.AddUser(envtest.User{Name: "tenant-controller", Groups: []string{"system:masters"}}, nil)
 	check(b, err)

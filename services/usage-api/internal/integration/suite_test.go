@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -90,10 +89,8 @@ func run(m *testing.M) (int, error) {
 // makes the root tenant's namespace, as the tenant-controller's chart does.
 func startTenantController(ctx context.Context, dir string) error {
 	bin := filepath.Join(dir, "tenant-controller")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
-	build.Dir = filepath.Join(repoRoot, "services", "tenant-controller")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the tenant-controller: %w: %s", err, out)
+	if err := testenv.BuildProgram(ctx, filepath.Join(repoRoot, "services", "tenant-controller"), "./cmd", bin); err != nil {
+		return err
 	}
 	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenancyv1.RootNamespace}}); err != nil {
 		return err

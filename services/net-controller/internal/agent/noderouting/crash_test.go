@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/nstest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/routing"
@@ -88,9 +89,8 @@ func TestAnAgentKilledMidApplyLeavesNoHalfTableAndConvergesAfterRestart(t *testi
 	ctx := context.Background()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "net-agent")
-	build := exec.Command("go", "build", "-o", bin, "../../../cmd/agent")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
+	if err := testenv.BuildProgram(ctx, ".", "../../../cmd/agent", bin); err != nil {
+		t.Fatal(err)
 	}
 	kubeconfig, err := env.AdminKubeconfig("net-agent", dir)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
 )
@@ -29,6 +30,7 @@ import (
 // ends Ready with all its objects, then everything is deleted.
 func TestSIGKILLWhileCreatingAndDeletingASubtree(t *testing.T) {
 	g := NewWithT(t)
+	bin, kubeconfig := buildController(t), controllerKubeconfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	t.Cleanup(cancel)
 	rootTenant(t)
@@ -43,7 +45,6 @@ func TestSIGKILLWhileCreatingAndDeletingASubtree(t *testing.T) {
 	// Cleanups run last first: stop the binary, bring the suite's controller back, remove leftovers.
 	t.Cleanup(func() { deleteTree(ctxFor(t), NewWithT(t), parent) })
 	t.Cleanup(func() { g.Expect(startManager()).To(Succeed()) })
-	bin, kubeconfig := buildController(t), controllerKubeconfig(t)
 	stopManager()
 	c := startController(t, bin, kubeconfig)
 	t.Cleanup(func() { c.kill() })
@@ -113,9 +114,7 @@ func countReady(ctx context.Context, ts []*tenancyv1.Tenant) int {
 // buildController builds the tenant-controller binary.
 func buildController(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "tenant-controller")
-	build := exec.Command("go", "build", "-o", bin, "../../../cmd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := testenv.BuildProgram(context.Background(), ".", "../../../cmd", bin); err != nil {
 		t.Fatal(err)
 	}
 	return bin
