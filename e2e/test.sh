@@ -6,7 +6,7 @@
 # validation is fuzzed for FUZZTIME inputs first. Locally, by default, the test binaries are built
 # with `make demo`'s flags (CGO_ENABLED=0 -trimpath) and reuse every package it compiled; the race
 # detector and the fuzzer each instrument every package and compile the whole build again (about
-# 10 and 4 minutes on 2 cores from an empty cache). Fuzz seeds run as tests either way.
+# 11 and 8 minutes on 2 cores from an empty cache). Fuzz seeds run as tests either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo ">> building test binaries (kube-apiserver, etcd, kube-controller-manager, kubectl, helm, gotestsum; cached in ${FLOTILLA_CACHE:-~/.cache/flotilla})"
