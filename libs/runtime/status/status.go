@@ -52,20 +52,29 @@ func (w Writer) Finish(ctx context.Context, helper *patch.Helper, obj Object, st
 		conditions.Summarize(obj, w.Domain, stall)
 	}
 	flipped := conditions.ReadyFlipped(helper.Before().(conditions.Setter), obj)
-	wrote, err := helper.StatusIfCurrent(ctx, w.Client, obj)
-	if err != nil {
-		if !apierrors.IsConflict(err) {
-			*retErr = errors.Join(*retErr, err)
-		} else if *retErr == nil {
-			*res = ctrl.Result{RequeueAfter: StaleRequeue}
-		}
-		return
-	}
-	if wrote && flipped != nil && w.Recorder != nil {
+	if Write(ctx, w.Client, helper, obj, res, retErr) && flipped != nil && w.Recorder != nil {
 		kind := corev1.EventTypeNormal
 		if flipped.Status != metav1.ConditionTrue {
 			kind = corev1.EventTypeWarning
 		}
 		w.Recorder.Eventf(obj, nil, kind, flipped.Reason, "Reconcile", "%s", flipped.Message)
 	}
+}
+
+// Write is Finish's write alone, for a reconciler that sets Ready itself and posts no Event: it
+// patches obj's status only when it changed and obj is unchanged since it was read, and reports
+// whether it wrote. A stale copy writes nothing and, unless the reconcile failed, *res asks for
+// another look after StaleRequeue. Errors are joined into *retErr; an object deleted meanwhile is
+// no error.
+func Write(ctx context.Context, c client.Client, helper *patch.Helper, obj client.Object, res *ctrl.Result, retErr *error) bool {
+	wrote, err := helper.StatusIfCurrent(ctx, c, obj)
+	if err != nil {
+		if !apierrors.IsConflict(err) {
+			*retErr = errors.Join(*retErr, err)
+		} else if *retErr == nil {
+			*res = ctrl.Result{RequeueAfter: StaleRequeue}
+		}
+		return false
+	}
+	return wrote
 }

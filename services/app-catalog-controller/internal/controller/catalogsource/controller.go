@@ -26,6 +26,7 @@ import (
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
 
@@ -53,17 +54,13 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets;helmrepositories,verbs=get;list;watch
 
 // Reconcile applies one source's definitions and writes its status once, at the end.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, retErr error) {
 	src := &catalogv1.CatalogSource{}
 	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	h := patch.NewHelper(src)
-	defer func() {
-		if _, err := h.Status(ctx, r.Client, src); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
+	defer func() { status.Write(ctx, r.Client, h, src, &res, &retErr) }()
 	if src.DeletionTimestamp != nil {
 		return reconcile.Result{}, r.reconcileDelete(ctx, src)
 	}

@@ -5,7 +5,6 @@ package definition
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -60,17 +60,13 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 
 // Reconcile reports one definition's state, written once, at the end.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, retErr error) {
 	def := &catalogv1.ApplicationDefinition{}
 	if err := r.Client.Get(ctx, req.NamespacedName, def); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	h := patch.NewHelper(def)
-	defer func() {
-		if _, err := h.Status(ctx, r.Client, def); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
+	defer func() { status.Write(ctx, r.Client, h, def, &res, &retErr) }()
 	if def.DeletionTimestamp != nil {
 		return reconcile.Result{}, r.reconcileDelete(ctx, def)
 	}
