@@ -73,3 +73,15 @@ func Withheld(def *ApplicationDefinition) bool {
 	}
 	return false
 }
+
+// Served reports whether the catalog controller last judged the definition served (Ready with
+// ServedReason, in whichever generation). Between definitions created in the same second,
+// catalog.Resolve serves such a one first: a newcomer does not take an incumbent's names.
+func Served(def *ApplicationDefinition) bool {
+	for _, c := range def.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True" && c.Reason == ServedReason
+		}
+	}
+	return false
+}

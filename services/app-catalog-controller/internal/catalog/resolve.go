@@ -22,8 +22,9 @@ type Catalog struct {
 }
 
 // Resolve compiles every definition and decides which are served. Definitions that claim the
-// same kind, plural, singular or short name conflict: the oldest one (then the first by name)
-// is served and the others are rejected with KindConflict, never silently overwritten.
+// same kind, plural, singular or short name conflict: the oldest one is served (among those
+// created in the same second, the one already served, then the first by name) and the others are
+// rejected with KindConflict, never silently overwritten.
 // A definition being deleted still claims its names: its apps are served until they are gone.
 // compile is Compile, or a cache of it.
 func Resolve(defs []*catalogv1.ApplicationDefinition, compile func(*catalogv1.ApplicationDefinition) (*Kind, error)) Catalog {
@@ -31,6 +32,12 @@ func Resolve(defs []*catalogv1.ApplicationDefinition, compile func(*catalogv1.Ap
 	slices.SortFunc(defs, func(a, b *catalogv1.ApplicationDefinition) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
+		}
+		if sa, sb := catalogv1.Served(a), catalogv1.Served(b); sa != sb { // creation times are whole seconds
+			if sa {
+				return -1
+			}
+			return 1
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
