@@ -50,7 +50,11 @@ func (r *Reconciler) reconcileAddresses(ctx context.Context, s *scope, helper *p
 		}
 	}
 	if before.SNATIP != tn.Status.SNATIP || !slices.Equal(before.FloatingIPs, tn.Status.FloatingIPs) {
-		if _, err := helper.Status(ctx, r.Client, tn); err != nil {
+		// Only over the copy the ledger was read from: a copy older than the last write (a cache
+		// that has not caught up) does not know what the network holds, and would hand it other
+		// addresses while OVN still uses the ones it has. Then the write is a Conflict and the
+		// network is looked at again.
+		if _, err := helper.StatusIfCurrent(ctx, r.Client, tn); err != nil {
 			return err
 		}
 	}

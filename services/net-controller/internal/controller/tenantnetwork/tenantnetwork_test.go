@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
 	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
@@ -191,6 +192,37 @@ func TestTheControllerConvergesAfterTheDatabaseIsKilledAndRestarted(t *testing.T
 		g.Expect(strings.Count(nbctl(g, "ls-list"), "("+tn.Status.Switch+")")).To(Equal(1))
 	}
 	g.Expect(routers).To(HaveLen(4))
+}
+
+// The status is the ledger of the addresses a network holds: a reconcile working from a copy older
+// than its last write (the cache had not caught up) must neither hand the network other addresses
+// nor write anything, and must look again.
+func TestAReconcileFromAStaleCopyKeepsTheLedger(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	// Another network holds addresses below the one's under test, then lets them go: a reconcile
+	// that forgot what the network holds would take those.
+	create(ctx, t, namespace("tenant-stale0"), MakeNetwork("net", "tenant-stale0", "10.4.0.0/24").SNAT().Obj())
+	earlier := ready(ctx, g, "tenant-stale0", "net")
+	create(ctx, t, namespace("tenant-stale"), MakeNetwork("net", "tenant-stale", "10.4.0.0/24").SNAT().Floating("web", "10.4.0.9").Obj())
+	live := ready(ctx, g, "tenant-stale", "net")
+	g.Expect(k8s.Delete(ctx, earlier)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(earlier), &netv1.TenantNetwork{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+
+	stale := live.DeepCopy()
+	stale.Status = netv1.TenantNetworkStatus{} // as read before the addresses were recorded
+	lagging, err := testenv.Lagging(env.Config, k8s.Scheme(), stale)
+	g.Expect(err).NotTo(HaveOccurred())
+	r := &tenantnetwork.Reconciler{Client: lagging, APIReader: k8s, NB: nb, External: external, PerNamespace: perNamespace}
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(live)})
+
+	after := &netv1.TenantNetwork{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(live), after)).To(Succeed())
+	g.Expect(after.Status.SNATIP).To(Equal(live.Status.SNATIP))
+	g.Expect(after.Status.FloatingIPs).To(Equal(live.Status.FloatingIPs))
+	g.Expect(after.ResourceVersion).To(Equal(live.ResourceVersion), "written from a stale copy")
+	g.Expect(err != nil || res.RequeueAfter > 0).To(BeTrue(), "a stale copy is not looked at again")
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
