@@ -45,8 +45,9 @@ const StaleRequeue = 200 * time.Millisecond
 // The patch is made only if obj is unchanged since it was read. A reconcile working from a stale
 // copy (the cache has not yet seen an earlier reconcile's write) would otherwise write that
 // write's conditions again, with new transition times, and announce its flip a second time. Then
-// nothing is written and, unless the reconcile failed, *res asks for another look after
-// StaleRequeue. Errors are joined into *retErr; an object deleted meanwhile is no error.
+// nothing is written and *res asks for another look after StaleRequeue, in place of the
+// reconcile's outcome (see Write). Errors are joined into *retErr; an object deleted meanwhile is
+// no error.
 func (w Writer) Finish(ctx context.Context, helper *patch.Helper, obj Object, stall *conditions.Stall, res *ctrl.Result, retErr *error) {
 	if obj.GetDeletionTimestamp().IsZero() {
 		conditions.Summarize(obj, w.Domain, stall)
@@ -63,18 +64,19 @@ func (w Writer) Finish(ctx context.Context, helper *patch.Helper, obj Object, st
 
 // Write is Finish's write alone, for a reconciler that sets Ready itself and posts no Event: it
 // patches obj's status only when it changed and obj is unchanged since it was read, and reports
-// whether it wrote. A stale copy writes nothing and, unless the reconcile failed, *res asks for
-// another look after StaleRequeue. Errors are joined into *retErr; an object deleted meanwhile is
-// no error.
+// whether it wrote. A stale copy writes nothing, and *res asks for another look after
+// StaleRequeue instead of the reconcile's outcome. Errors are joined into *retErr; an object
+// deleted meanwhile is no error.
 func Write(ctx context.Context, c client.Client, helper *patch.Helper, obj client.Object, res *ctrl.Result, retErr *error) bool {
 	wrote, err := helper.StatusIfCurrent(ctx, c, obj)
-	if err != nil {
-		if !apierrors.IsConflict(err) {
-			*retErr = errors.Join(*retErr, err)
-		} else if *retErr == nil {
-			*res = ctrl.Result{RequeueAfter: StaleRequeue}
-		}
-		return false
+	switch {
+	case apierrors.IsConflict(err):
+		// Whatever the reconcile concluded from the stale copy, an error included, is judged
+		// again on a fresh one. Its error is dropped: controller-runtime ignores a requeue
+		// returned with an error, and never retries a terminal one.
+		*res, *retErr = ctrl.Result{RequeueAfter: StaleRequeue}, nil
+	case err != nil:
+		*retErr = errors.Join(*retErr, err)
 	}
 	return wrote
 }

@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/internal/widget"
@@ -86,6 +88,15 @@ func TestFinish(t *testing.T) {
 	}
 	if res.RequeueAfter != status.StaleRequeue {
 		t.Errorf("a reconcile from a stale copy: requeue after %v, want %v", res.RequeueAfter, status.StaleRequeue)
+	}
+	// The same stale copy, judged a spec a human must fix: controller-runtime never retries a
+	// terminal error, and a status write does not pass a GenerationChangedPredicate, so unless the
+	// stale verdict is dropped for another look, the object never shows it.
+	stale := fresh.DeepCopyObject().(*widget.Widget)
+	staleRes, staleErr := ctrl.Result{}, error(crreconcile.TerminalError(errors.New("a spec a human must fix")))
+	w.Finish(ctx, patch.NewHelper(stale), stale, &conditions.Stall{Reason: "Invalid", Message: "fix it"}, &staleRes, &staleErr)
+	if staleErr != nil || staleRes.RequeueAfter != status.StaleRequeue {
+		t.Errorf("a terminal error from a stale copy: result %+v, error %v; want another look after %v and no error", staleRes, staleErr, status.StaleRequeue)
 	}
 	if _, failing := reconcile(ready, metav1.ConditionFalse); conditions.IsTrue(failing, "Ready") {
 		t.Errorf("Built=False: still Ready")
