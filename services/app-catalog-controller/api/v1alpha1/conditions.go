@@ -1,6 +1,11 @@
 package v1alpha1
 
-import "github.com/flotilla-dev/flotilla/libs/apis/meta"
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/libs/apis/meta"
+)
 
 // Reasons used in ApplicationDefinition and CatalogSource conditions.
 const (
@@ -78,10 +83,6 @@ func Withheld(def *ApplicationDefinition) bool {
 // ServedReason, in whichever generation). Between definitions created in the same second,
 // catalog.Resolve serves such a one first: a newcomer does not take an incumbent's names.
 func Served(def *ApplicationDefinition) bool {
-	for _, c := range def.Status.Conditions {
-		if c.Type == "Ready" {
-			return c.Status == "True" && c.Reason == ServedReason
-		}
-	}
-	return false
+	c := apimeta.FindStatusCondition(def.Status.Conditions, meta.ReadyCondition)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ServedReason
 }
