@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -62,6 +64,8 @@ var chart = filepath.Join("..", "..", "..", "..", "deploy", "charts", "tenant-co
 //     tree directly with client-go, `workers` at a time;
 //   - controller-s: seconds from the first Tenant created to all 1,000 Ready;
 //   - ratio: controller-s / floor-s;
+//   - least-ratio: (floor-s + the Tenant objects alone) / floor-s, which no controller of Tenants
+//     can go below (measureTenantObjects);
 //   - quiet-writes: API writes the controller makes in the 60 s after convergence;
 //   - peak-rss-MiB: the controller process's peak resident memory.
 func BenchmarkTenantTree(b *testing.B) {
@@ -88,12 +92,13 @@ func BenchmarkTenantTree(b *testing.B) {
 
 	cs, err := kubernetes.NewForConfig(env.Config)
 	check(b, err)
-	apiserver := pidOf(b, "kube-apiserver")
+	apiserver, etcd := pidOf(b, "kube-apiserver"), pidOf(b, "etcd")
+	installTwin(ctx, b, c)
 	progress("floor: creating the objects of %d tenants directly", len(tree))
-	cpu0 := cpuSeconds(b, apiserver)
+	cpu0, etcd0 := cpuSeconds(b, apiserver), cpuSeconds(b, etcd)
 	req0 := apiRequests(b, cs)
 	r.floor = measureFloor(ctx, b, c, tree)
-	r.apiserverFloorCPU = cpuSeconds(b, apiserver) - cpu0
+	r.apiserverFloorCPU, r.etcdFloorCPU = cpuSeconds(b, apiserver)-cpu0, cpuSeconds(b, etcd)-etcd0
 	r.floorRequests = apiRequests(b, cs).minus(req0)
 	progress("floor: %s (kube-apiserver CPU %.1fs)", r.floor, r.apiserverFloorCPU)
 
@@ -101,7 +106,7 @@ func BenchmarkTenantTree(b *testing.B) {
 	defer func() { _ = proc.Process.Kill(); _ = proc.Wait() }()
 	waitForTenantAdmission(ctx, b, c)
 	progress("controller: creating %d tenants", len(tree))
-	cpu0 = cpuSeconds(b, apiserver)
+	cpu0, etcd0 = cpuSeconds(b, apiserver), cpuSeconds(b, etcd)
 	req0 = apiRequests(b, cs)
 	if out := os.Getenv("BENCH_APISERVER_PROFILE"); out != "" {
 		go profile(cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").DoRaw, out)
@@ -114,7 +119,7 @@ func BenchmarkTenantTree(b *testing.B) {
 	b.StartTimer()
 	r.controller, r.latencies = measureController(ctx, b, env.Config, c, tree)
 	b.StopTimer()
-	r.apiserverControllerCPU = cpuSeconds(b, apiserver) - cpu0
+	r.apiserverControllerCPU, r.etcdControllerCPU = cpuSeconds(b, apiserver)-cpu0, cpuSeconds(b, etcd)-etcd0
 	r.controllerRequests = apiRequests(b, cs).minus(req0)
 	r.controllerCPU = cpuSeconds(b, proc.Process.Pid)
 	r.reconciles = metric(b, metricsAddr, "controller_runtime_reconcile_total", "")
@@ -127,9 +132,16 @@ func BenchmarkTenantTree(b *testing.B) {
 	r.peakRSSKiB = peakRSS(b, proc.Process.Pid)
 	r.events = tenantEvents(ctx, b, c)
 
+	progress("the Tenant objects alone: creating %d twins, their status and Events", len(tree))
+	cpu0 = cpuSeconds(b, apiserver)
+	r.tenantObjects = measureTenantObjects(ctx, b, c, tree)
+	r.apiserverTenantObjectsCPU = cpuSeconds(b, apiserver) - cpu0
+	progress("the Tenant objects alone: %s (kube-apiserver CPU %.1fs)", r.tenantObjects, r.apiserverTenantObjectsCPU)
+
 	b.ReportMetric(r.floor.Seconds(), "floor-s")
 	b.ReportMetric(r.controller.Seconds(), "controller-s")
 	b.ReportMetric(r.ratio(), "ratio")
+	b.ReportMetric(r.leastRatio(), "least-ratio")
 	b.ReportMetric(float64(r.quietWrites), "quiet-writes")
 	b.ReportMetric(float64(r.peakRSSKiB)/1024, "peak-rss-MiB")
 	b.ReportMetric(r.latency(0.50).Seconds(), "p50-s")
@@ -141,13 +153,21 @@ func BenchmarkTenantTree(b *testing.B) {
 type result struct {
 	floor, controller                                        time.Duration
 	apiserverFloorCPU, apiserverControllerCPU, controllerCPU float64
-	reconciles, writes, quietWrites, peakRSSKiB, events      int
+	etcdFloorCPU, etcdControllerCPU                          float64
+	// tenantObjects: the Tenants alone (measureTenantObjects), a lower bound of any controller's cost
+	// beyond the floor.
+	tenantObjects                                       time.Duration
+	apiserverTenantObjectsCPU                           float64
+	reconciles, writes, quietWrites, peakRSSKiB, events int
 	// latencies: per tenant, from its Create call to the first time it is seen Ready, sorted.
 	latencies                         []time.Duration
 	floorRequests, controllerRequests requests
 }
 
 func (r result) ratio() float64 { return r.controller.Seconds() / r.floor.Seconds() }
+
+// leastRatio is the ratio no controller can go below: the floor plus the Tenant objects alone.
+func (r result) leastRatio() float64 { return 1 + r.tenantObjects.Seconds()/r.floor.Seconds() }
 
 // latency is the q quantile of the per-tenant latencies.
 func (r result) latency(q float64) time.Duration {
@@ -590,8 +610,11 @@ func writeResult(b *testing.B, r result) {
 | floor: the same namespaces, role bindings, quotas, network policies and delivery namespaces with their ServiceAccount and bindings, created directly with client-go (%d in parallel) | %.1f s | |
 | tenant-controller: first Tenant created → all %d Ready (a client creating each tenant once its parent exists) | %.1f s | |
 | ratio controller / floor | **%.2f×** | ≤ 1.5× (%s) |
+| the Tenant objects alone, on a twin of the Tenant CRD with no controller, webhook or watcher: each created, its status written once, one Event (%d in parallel) | %.1f s (kube-apiserver CPU %.1f s) | |
+| the least any controller can reach, (floor + the Tenant objects alone) / floor: time / kube-apiserver CPU | %.2f× / %.2f× | |
 | per-tenant latency, Create call → seen Ready: p50 / p99 | %.1f s / **%.1f s** | p99 ≤ 10 s (%s) |
 | kube-apiserver CPU: floor / controller phase | %.1f s / %.1f s (**%.2f×**) | ≤ 1.5× (%s) |
+| etcd CPU: floor / controller phase | %.1f s / %.1f s | |
 | kube-apiserver requests per tenant: floor / controller phase (all clients, without watches) | %.1f / %.1f | |
 | controller: API writes per tenant until converged (its client-go metrics) | %.1f | |
 | API writes by the controller in the %d s after convergence | **%d** | 0 (%s) |
@@ -610,8 +633,9 @@ and the reads of its informers):
 | request | floor | controller phase |
 |---|---|---|
 %s`, tenants, depth, workers, r.floor.Seconds(), tenants, r.controller.Seconds(), r.ratio(), status(r.ratio() <= 1.5),
+		workers, r.tenantObjects.Seconds(), r.apiserverTenantObjectsCPU, r.leastRatio(), 1+r.apiserverTenantObjectsCPU/r.apiserverFloorCPU,
 		r.latency(0.50).Seconds(), r.latency(0.99).Seconds(), status(r.latency(0.99) <= 10*time.Second),
-		r.apiserverFloorCPU, r.apiserverControllerCPU, cpuRatio, status(cpuRatio <= 1.5),
+		r.apiserverFloorCPU, r.apiserverControllerCPU, cpuRatio, status(cpuRatio <= 1.5), r.etcdFloorCPU, r.etcdControllerCPU,
 		r.floorRequests.total()/n, r.controllerRequests.total()/n, float64(r.writes)/n,
 		int(quietPeriod.Seconds()), r.quietWrites, status(r.quietWrites == 0), r.events, float64(r.peakRSSKiB)/1024,
 		r.controllerCPU, r.reconciles, r.writes, workers, requestRows(r.floorRequests, r.controllerRequests, n))
@@ -680,4 +704,78 @@ func check(b *testing.B, err error) {
 	if err != nil {
 		b.Fatal(err)
 	}
+}
+
+// twinGroup serves a copy of the Tenant CRD (installTwin).
+const twinGroup = "bench.flotilla.dev"
+
+// installTwin installs the Tenant CRD a second time, under twinGroup: the same schema, validation
+// rules and status subresource, with no controller, webhook or admission policy behind it.
+func installTwin(ctx context.Context, b *testing.B, c client.Client) {
+	raw, err := os.ReadFile(filepath.Join(chart, "crds", "tenancy.flotilla.dev_tenants.yaml"))
+	check(b, err)
+	crd := &unstructured.Unstructured{}
+	check(b, yaml.Unmarshal(raw, &crd.Object))
+	crd.SetName("tenants." + twinGroup)
+	check(b, unstructured.SetNestedField(crd.Object, twinGroup, "spec", "group"))
+	check(b, c.Create(ctx, crd))
+	probe := &unstructured.Unstructured{}
+	probe.SetAPIVersion(twinGroup + "/v1alpha1")
+	probe.SetKind("Tenant")
+	probe.SetNamespace("default")
+	probe.SetName("probe")
+	for i := 0; ; i++ {
+		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		if err == nil {
+			return
+		}
+		if i > 300 {
+			b.Fatalf("the Tenant twin is not served: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// measureTenantObjects measures what any controller of Tenants costs beyond the floor, whatever
+// its design: each tenant of the tree created, its status written once (as the controller left
+// the real one) and one Event, `workers` at a time, on the twin of the Tenant CRD. Without the
+// admission webhook and policy, and with no one watching, it is a lower bound.
+func measureTenantObjects(ctx context.Context, b *testing.B, c client.Client, tree []node) time.Duration {
+	twins := make([]*unstructured.Unstructured, len(tree))
+	statuses := make([][]byte, len(tree))
+	index := map[*tenancyv1.Tenant]int{}
+	for i, n := range tree {
+		done := &tenancyv1.Tenant{}
+		check(b, c.Get(ctx, client.ObjectKeyFromObject(n.t), done))
+		twins[i] = &unstructured.Unstructured{}
+		convert(n.t, &twins[i].Object)
+		delete(twins[i].Object, "status")
+		twins[i].SetAPIVersion(twinGroup + "/v1alpha1")
+		twins[i].SetKind("Tenant")
+		raw, err := json.Marshal(done.Status)
+		check(b, err)
+		statuses[i] = raw
+		index[n.t] = i
+	}
+	start := time.Now()
+	parallel(b, tree, func(n node) error {
+		i := index[n.t]
+		t := twins[i]
+		if err := c.Create(ctx, t); err != nil {
+			return err
+		}
+		// As the controller writes it: a merge patch, refused if the tenant changed since it was read.
+		body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"status":%s}`, t.GetResourceVersion(), statuses[i])
+		if err := c.Status().Patch(ctx, t, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
+			return err
+		}
+		return c.Create(ctx, &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: t.GetNamespace(), Name: fmt.Sprintf("%s.%x", t.GetName(), time.Now().UnixNano())},
+			Regarding: corev1.ObjectReference{APIVersion: t.GetAPIVersion(), Kind: "TenantTwin", Namespace: t.GetNamespace(),
+				Name: t.GetName(), UID: t.GetUID()},
+			EventTime: metav1.NowMicro(), ReportingController: "bench", ReportingInstance: "bench", Action: "Reconcile",
+			Type: corev1.EventTypeNormal, Reason: "Ready", Note: "Tenant is Ready",
+		})
+	})
+	return time.Since(start)
 }
