@@ -361,8 +361,8 @@ func isReady(t *tenancyv1.Tenant) bool {
 
 // parallel runs fn over the tree in order, `workers` at a time (order matters only in that a
 // worker starts tenants in tree order).
-func parallel(b *testing.B, tree []node, fn func(node) error) {
-	work := make(chan node)
+func parallel[T any](b *testing.B, tree []T, fn func(T) error) {
+	work := make(chan T)
 	errs := make(chan error, len(tree))
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
@@ -428,13 +428,19 @@ func startController(b *testing.B, env *testenv.Env, webhookPort int) (*exec.Cmd
 // is refused by the webhook (422), not by admission not knowing the type.
 func waitForTenantAdmission(ctx context.Context, b *testing.B, c client.Client) {
 	probe := &tenancyv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"}}
+	waitAdmitted(ctx, b, c, probe, apierrors.IsInvalid)
+}
+
+// waitAdmitted retries a dry-run create of probe until it is admitted, or refused with an error
+// for which refused is true.
+func waitAdmitted(ctx context.Context, b *testing.B, c client.Client, probe client.Object, refused func(error) bool) {
 	for i := 0; ; i++ {
-		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		if err == nil || apierrors.IsInvalid(err) {
+		err := c.Create(ctx, probe.DeepCopyObject().(client.Object), client.DryRunAll)
+		if err == nil || refused(err) {
 			return
 		}
 		if i > 300 {
-			b.Fatalf("Tenants are not admitted: %v", err)
+			b.Fatalf("a dry-run create is still not admitted: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -724,16 +730,7 @@ func installTwin(ctx context.Context, b *testing.B, c client.Client) {
 	probe.SetKind("Tenant")
 	probe.SetNamespace("default")
 	probe.SetName("probe")
-	for i := 0; ; i++ {
-		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		if err == nil {
-			return
-		}
-		if i > 300 {
-			b.Fatalf("the Tenant twin is not served: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitAdmitted(ctx, b, c, probe, func(error) bool { return false })
 }
 
 // measureTenantObjects measures what any controller of Tenants costs beyond the floor, whatever
@@ -741,31 +738,36 @@ func installTwin(ctx context.Context, b *testing.B, c client.Client) {
 // the real one) and one Event, `workers` at a time, on the twin of the Tenant CRD. Without the
 // admission webhook and policy, and with no one watching, it is a lower bound.
 func measureTenantObjects(ctx context.Context, b *testing.B, c client.Client, tree []node) time.Duration {
-	twins := make([]*unstructured.Unstructured, len(tree))
-	statuses := make([][]byte, len(tree))
-	index := map[*tenancyv1.Tenant]int{}
+	done := &tenancyv1.TenantList{}
+	check(b, c.List(ctx, done))
+	status := map[types.NamespacedName]tenancyv1.TenantStatus{}
+	for _, t := range done.Items {
+		status[client.ObjectKeyFromObject(&t)] = t.Status
+	}
+	// One twin and its status write per tenant, made before the clock starts.
+	type twin struct {
+		t      *unstructured.Unstructured
+		status []byte
+	}
+	twins := make([]twin, len(tree))
 	for i, n := range tree {
-		done := &tenancyv1.Tenant{}
-		check(b, c.Get(ctx, client.ObjectKeyFromObject(n.t), done))
-		twins[i] = &unstructured.Unstructured{}
-		convert(n.t, &twins[i].Object)
-		delete(twins[i].Object, "status")
-		twins[i].SetAPIVersion(twinGroup + "/v1alpha1")
-		twins[i].SetKind("Tenant")
-		raw, err := json.Marshal(done.Status)
+		twins[i].t = &unstructured.Unstructured{}
+		convert(n.t, &twins[i].t.Object)
+		delete(twins[i].t.Object, "status")
+		twins[i].t.SetAPIVersion(twinGroup + "/v1alpha1")
+		twins[i].t.SetKind("Tenant")
+		raw, err := json.Marshal(status[client.ObjectKeyFromObject(n.t)])
 		check(b, err)
-		statuses[i] = raw
-		index[n.t] = i
+		twins[i].status = raw
 	}
 	start := time.Now()
-	parallel(b, tree, func(n node) error {
-		i := index[n.t]
-		t := twins[i]
+	parallel(b, twins, func(w twin) error {
+		t := w.t
 		if err := c.Create(ctx, t); err != nil {
 			return err
 		}
 		// As the controller writes it: a merge patch, refused if the tenant changed since it was read.
-		body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"status":%s}`, t.GetResourceVersion(), statuses[i])
+		body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"status":%s}`, t.GetResourceVersion(), w.status)
 		if err := c.Status().Patch(ctx, t, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
 			return err
 		}
