@@ -165,22 +165,27 @@ on it. ` + "`BENCH_ONLY=create`" + ` runs the create figures alone. See
 ` + "`services/app-catalog-controller/internal/bench`" + `.
 
 The create goal compares an app create with its floor, a direct HelmRelease create plus the
-aggregator hop, both made by the same 16 writers in alternating blocks over the same stretch of
-the run (4,000 apps, 4,000 floor creates, in blocks of 250), so that both queue for the same
-saturated cores. A floor create is one write of two requests: the hop, a POST of the app's body through the
-aggregator to a resource of the group that no definition serves (the apps apiserver
-authenticates the aggregator, authorizes the request and answers 404), then the same HelmRelease
-the app becomes, with the app labels, created directly in kube-apiserver. Because it carries the
-app labels, the HelmRelease costs the watches what an app's does: the apps apiserver's cache
-receives it and kube-controller-manager sees it as an app through the aggregator. What an app
-create adds to that is the apps apiserver's work on the request (decoding, admission, schema
-validation, the field manager, converting the app to its HelmRelease and back, encoding the
-answer); the CPU rows give it per process. Until 2026-12-05 the floor was the direct create of a
-HelmRelease without the app labels (which no watcher but kube-apiserver's own cache receives) plus
-the latency of an idle GET's hop: under load that left out the hop's own CPU and the watch events
-any write of that HelmRelease causes, and put the ratio at 1.55–1.89× (the row "the same against
-the direct create plus the hop of a GET measured alone" applies that formula to this run). With
-one writer the cores are idle and the ratio is the latency's.
+aggregator hop, both made by the same 16 writers in alternating blocks over the same stretch of the
+run (4,000 apps, 4,000 floor creates, in blocks of 250), so that both queue for the same saturated
+cores. A floor create is one write of two requests: the hop, a POST of the app's body through the
+aggregator to a resource of the group that no definition serves (the apps apiserver authenticates
+the aggregator, authorizes the request and answers 404), then the same HelmRelease the app becomes,
+with the app labels, created directly in kube-apiserver. Because it carries the app labels, the
+HelmRelease costs the watches what an app's does: the apps apiserver's cache receives it and
+kube-controller-manager sees it as an app through the aggregator. What an app create adds to that is
+the apps apiserver's work on the request (decoding, admission, schema validation, the field manager,
+converting the app to its HelmRelease and back, encoding the answer): 0.45–0.86 ms of CPU per app in
+seven runs on 2026-12-05 (` + "`BENCH_ONLY=create`" + ` and this one). In the same runs kube-apiserver spent from 0.75
+ms less to 1.04 ms more per app than per floor create (0.60 ms more at the median), for the same
+requests (one HelmRelease POST each, by its request counters); a CPU profile of each kind of block
+puts the difference in its handler chain and in the HelmRelease create's field manager, for reasons
+not found yet. The 16-writer ratio was 0.98–1.27×, median 1.17×, one run of the seven above 1.2×.
+Until 2026-12-05 the floor was the direct create of a HelmRelease without the app labels (which no
+watcher but kube-apiserver's own cache receives) plus the latency of an idle GET's hop: under load
+that left out the hop's own CPU and the watch events any write of that HelmRelease causes, and put
+the ratio at 1.55–1.89× (the row "the same against the direct create plus the hop of a GET measured
+alone" applies that formula to this run). With one writer the cores are idle and the ratio is the
+latency's.
 `
 
 // client is an HTTP client with the configuration's credentials, for raw GETs (no decoding
