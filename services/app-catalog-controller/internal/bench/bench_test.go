@@ -177,14 +177,14 @@ the apps apiserver's work on the request (decoding, admission, schema validation
 converting the app to its HelmRelease and back, encoding the answer): 0.45–0.86 ms of CPU per app in
 seven runs on 2026-12-05 (` + "`BENCH_ONLY=create`" + ` and this one). In the same runs kube-apiserver spent from 0.75
 ms less to 1.04 ms more per app than per floor create (0.60 ms more at the median), for the same
-requests (one HelmRelease POST each, by its request counters); a CPU profile of each kind of block
-puts the difference in its handler chain and in the HelmRelease create's field manager, for reasons
-not found yet. The 16-writer ratio was 0.98–1.27×, median 1.17×, one run of the seven above 1.2×.
-Until 2026-12-05 the floor was the direct create of a HelmRelease without the app labels (which no
-watcher but kube-apiserver's own cache receives) plus the latency of an idle GET's hop: under load
-that left out the hop's own CPU and the watch events any write of that HelmRelease causes, and put
-the ratio at 1.55–1.89× (the row "the same against the direct create plus the hop of a GET measured
-alone" applies that formula to this run). With one writer the cores are idle and the ratio is the
+requests (one HelmRelease POST each, by its request counters); CPU profiles of kube-apiserver over
+each kind of block show no work that only apps cause, and two runs disagree on where the difference
+goes. The 16-writer ratio was 0.98–1.27×, median 1.17×, one run of the seven above 1.2×. Until
+2026-12-05 the floor was the direct create of a HelmRelease without the app labels (which no watcher
+but kube-apiserver's own cache receives) plus the latency of an idle GET's hop: under load that left
+out the hop's own CPU and the watch events any write of that HelmRelease causes, and put the ratio
+at 1.55–1.89× (the row "the same against the direct create plus the hop of a GET measured alone"
+applies that formula to this run). With one writer the cores are idle and the ratio is the
 latency's.
 `
 
