@@ -106,17 +106,18 @@ func TestRealStateMetricsToReport(t *testing.T) {
 	// No live apps: the report finds the app in the history of its HelmRelease.
 	scope := usage.Scope{Tenants: []usage.Tenant{{Name: "acme", Namespace: "tenant-acme", Delivery: app.Namespace}}}
 	var report usagev1.Report
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	var reportErr error
+	// Two minutes: alone it takes seconds, but CI runs it beside other control planes on 2 cores.
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		end := time.Now().Truncate(time.Second)
-		r, err := engine.Report(ctx, scope, usage.Period{Start: start, End: end, Step: end.Sub(start)})
-		if err != nil || len(r.Total.PersistentStorageGiBHours) == 0 || len(r.Consumers) == 0 || r.Consumers[0].Workload != orders {
+		report, reportErr = engine.Report(ctx, scope, usage.Period{Start: start, End: end, Step: end.Sub(start)})
+		if reportErr != nil || len(report.Total.PersistentStorageGiBHours) == 0 || len(report.Consumers) == 0 || report.Consumers[0].Workload != orders {
 			return false, nil
 		}
-		report = r
-		v, _ := strconv.ParseFloat(r.Total.PersistentStorageGiBHours[0].GiBHours, 64)
+		v, _ := strconv.ParseFloat(report.Total.PersistentStorageGiBHours[0].GiBHours, 64)
 		return v*3600 >= 5*capacityGiB, nil // five samples at least
 	}); err != nil {
-		t.Fatalf("no report of the claim's capacity under its app: %v (last report %+v)", err, report)
+		t.Fatalf("no report of the claim's capacity under its app: %v (last report %+v, error %v)\n%s", err, report, reportErr, scrapeState(store, dir, "kube-state-metrics"))
 	}
 	// The app is deleted: its usage stays its own.
 	if err := kube.Delete(ctx, app); err != nil {

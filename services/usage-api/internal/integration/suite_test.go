@@ -3,9 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +158,26 @@ func scrapingStore(t *testing.T, dir, job, target string) *testenv.VictoriaMetri
 	}
 	t.Cleanup(store.Stop)
 	return store
+}
+
+// scrapeState says what a failing test's scraping looked like: VictoriaMetrics' view of its
+// targets (health, last error) and the end of the exporter's log.
+func scrapeState(store *testenv.VictoriaMetrics, dir, exporter string) string {
+	var sb strings.Builder
+	if resp, err := http.Get(store.URL + "/api/v1/targets"); err != nil {
+		fmt.Fprintf(&sb, "targets: %v\n", err)
+	} else {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		_ = resp.Body.Close()
+		fmt.Fprintf(&sb, "targets: %s\n", body)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, exporter+".log"))
+	if err != nil {
+		fmt.Fprintf(&sb, "%s log: %v\n", exporter, err)
+	}
+	if len(log) > 4<<10 {
+		log = log[len(log)-4<<10:]
+	}
+	fmt.Fprintf(&sb, "%s log (end):\n%s", exporter, log)
+	return sb.String()
 }
