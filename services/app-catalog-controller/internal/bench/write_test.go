@@ -44,10 +44,11 @@ type writer struct {
 	apps      dynamic.Interface
 	c         crclient.Client
 	templates []*helmv2.HelmRelease // an app's HelmRelease in each tenant namespace, by tenant
+	pids      map[string]int        // the processes whose CPU time is reported, by name
 }
 
 func newWriter(b *testing.B, ctx context.Context, apps dynamic.Interface, c crclient.Client) *writer {
-	w := &writer{ctx: ctx, apps: apps, c: c}
+	w := &writer{ctx: ctx, apps: apps, c: c, pids: controlPlane(b)}
 	for i := range tenants {
 		ns, name := appName(i)
 		hr := &helmv2.HelmRelease{}
@@ -66,8 +67,8 @@ func (w *writer) creates(b *testing.B, n, from, to int) ([]time.Duration, []floo
 	cpu := cpuSplit{app: cpuTimes{}, floor: cpuTimes{}}
 	for start := from; start < to; start += block {
 		end := min(to, start+block)
-		cpu.app.during(b, func() { app = append(app, createApps(b, w.ctx, w.apps, n, start, end)...) })
-		cpu.floor.during(b, func() {
+		cpu.app.during(b, w.pids, func() { app = append(app, createApps(b, w.ctx, w.apps, n, start, end)...) })
+		cpu.floor.during(b, w.pids, func() {
 			floor = append(floor, concurrently(b, n, start, end, w.floor)...)
 		})
 	}
@@ -123,20 +124,25 @@ func createApp(ctx context.Context, apps dynamic.Interface, r schema.GroupVersio
 // apps apiserver and the writers).
 type cpuTimes map[string]time.Duration
 
-// cpuProcesses are the control plane's processes besides the bench's (a process name in /proc is
-// cut at 15 characters).
-var cpuProcesses = []string{"kube-apiserver", "etcd", "kube-controller"}
+// controlPlane finds the pids whose CPU time is reported: the control plane's processes (a
+// process name in /proc is cut at 15 characters) and the bench's own.
+func controlPlane(b *testing.B) map[string]int {
+	pids := map[string]int{"the bench (apps apiserver, writers)": os.Getpid()}
+	for _, name := range []string{"kube-apiserver", "etcd", "kube-controller"} {
+		pid, err := testenv.ChildPID(name)
+		check(b, err)
+		pids[name] = pid
+	}
+	return pids
+}
 
-// during adds what f costs each process to t.
-func (t cpuTimes) during(b *testing.B, f func()) {
+// during adds what f costs each of the processes pids to t.
+func (t cpuTimes) during(b *testing.B, pids map[string]int, f func()) {
 	now := func() cpuTimes {
 		out := cpuTimes{}
-		for _, name := range cpuProcesses {
-			pid, err := testenv.ChildPID(name)
-			check(b, err)
+		for name, pid := range pids {
 			out[name] = must(testenv.ProcessStat(pid)).CPU
 		}
-		out["the bench (apps apiserver, writers)"] = must(testenv.ProcessStat(os.Getpid())).CPU
 		return out
 	}
 	before := now()
