@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,9 +132,9 @@ func BenchmarkAppsAPI(b *testing.B) {
 	hop, directHop := measureHop(b, admin, direct)
 	w := writes{idleHop: max(0, pct(hop, .5)-pct(directHop, .5))}
 	progress("creating %d apps and as many floor creates, %d writers", goalApps, writers)
-	floor := newWriter(b, ctx, apps, env.Client)
+	floor := newWriter(b, ctx, apps, env.Client, admin)
 	stopProfile := profile(b, onlyCreate)
-	w.create, w.floor, w.cpu = floor.creates(b, writers, 20000, 20000+goalApps)
+	w.create, w.floor, w.cost = floor.creates(b, writers, 20000, 20000+goalApps)
 	stopProfile()
 	progress("creating apps and their floor with one writer")
 	w.oneCreate, w.oneFloor, _ = floor.creates(b, 1, 30000, 30000+oneWriter)
@@ -165,21 +168,28 @@ on it. ` + "`BENCH_ONLY=create`" + ` runs the create figures alone. See
 ` + "`services/app-catalog-controller/internal/bench`" + `.
 
 The create goal compares an app create with its floor, a direct HelmRelease create plus the
-aggregator hop, both made by the same 16 writers in alternating blocks over the same stretch of the
-run (4,000 apps, 4,000 floor creates, in blocks of 250), so that both queue for the same saturated
-cores. A floor create is one write of two requests: the hop, a POST of the app's body through the
-aggregator to a resource of the group that no definition serves (the apps apiserver authenticates
-the aggregator, authorizes the request and answers 404), then the same HelmRelease the app becomes,
-with the app labels, created directly in kube-apiserver. Because it carries the app labels, the
-HelmRelease costs the watches what an app's does: the apps apiserver's cache receives it and
-kube-controller-manager sees it as an app through the aggregator. What an app create adds to that is
-the apps apiserver's work on the request (decoding, admission, schema validation, the field manager,
-converting the app to its HelmRelease and back, encoding the answer): 0.45–0.86 ms of CPU per app in
-seven runs on 2026-12-05 (` + "`BENCH_ONLY=create`" + ` and this one). In the same runs kube-apiserver spent from 0.75
-ms less to 1.04 ms more per app than per floor create (0.60 ms more at the median), for the same
-requests (one HelmRelease POST each, by its request counters); CPU profiles of kube-apiserver over
-each kind of block show no work that only apps cause, and two runs disagree on where the difference
-goes. The 16-writer ratio was 0.98–1.27×, median 1.17×, one run of the seven above 1.2×. Until
+aggregator hop, both made by the same 16 writers over the same stretch of the run (4,000 apps and
+4,000 floor creates, in pairs of blocks of 250, so that both queue for the same saturated cores).
+Which block of a pair goes first is drawn with a fixed seed: kube-apiserver collects its garbage
+about once per pair (about a second of CPU for every 600 creates), and with the apps always first
+its collections fell on the same kind for up to nine pairs in a row. A floor create is one write of
+two requests: the hop, a POST of the app's body through the aggregator to a resource of the group
+that no definition serves (the apps apiserver authenticates the aggregator, authorizes the request
+and answers 404), then the same HelmRelease the app becomes, with the app labels, created directly
+in kube-apiserver. Because it carries the app labels, the HelmRelease costs the watches what an
+app's does: the apps apiserver's cache receives it and kube-controller-manager sees it as an app
+through the aggregator. What an app create adds is the apps apiserver's work on the request
+(decoding, admission, schema validation, the field manager, converting the app to its HelmRelease
+and back, encoding the answer): 0.7–1.1 ms of CPU and 83–89 KiB of allocations per app in the
+runs of 2026-12-06. kube-apiserver allocates the same per create for both kinds (within 2 %) and
+takes the same requests by its counters, and no TCP connection was opened during either kind of
+block (checked in one run); yet it spent from 0.1 ms less to 0.9 ms more CPU per app than per floor
+create in the same runs (0.6 ms more at the median), user time in the one run that split it. Where
+that goes is not known: a CPU profile of kube-apiserver over blocks of each kind puts more
+of it in the CRD handler's schema coercion of the HelmRelease and in the HTTP/2 connection's serve
+loop, in one run. The 16-writer ratio in seven runs with this bench on 2026-12-06 (this one
+included) was 1.13–1.26×, median 1.19×, three of them above 1.2×; the mean latency, which is the
+writers' throughput, gave 1.10–1.24×. Until
 2026-12-05 the floor was the direct create of a HelmRelease without the app labels (which no watcher
 but kube-apiserver's own cache receives) plus the latency of an idle GET's hop: under load that left
 out the hop's own CPU and the watch events any write of that HelmRelease causes, and put the ratio
@@ -221,6 +231,24 @@ func (e *endpoint) get(b *testing.B, path string) time.Duration {
 		b.Fatalf("GET %s: %s", path, resp.Status)
 	}
 	return took
+}
+
+// metric GETs /metrics and returns the value of the sample named (a metric without labels). It
+// reads the answer line by line: kube-apiserver's is megabytes, read between measured blocks.
+func (e *endpoint) metric(b *testing.B, name string) float64 {
+	resp, err := e.http.Get(e.host + "/metrics")
+	check(b, err)
+	defer resp.Body.Close()
+	prefix := []byte(name + " ")
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		if v, ok := bytes.CutPrefix(lines.Bytes(), prefix); ok {
+			return must(strconv.ParseFloat(string(v), 64))
+		}
+	}
+	check(b, lines.Err())
+	b.Fatalf("%s: no sample %s in /metrics", e.host, name)
+	return 0
 }
 
 // body GETs path and returns the body.
@@ -357,6 +385,15 @@ func pct(d []time.Duration, p float64) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// mean is the arithmetic mean of d.
+func mean(d []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -45,10 +47,11 @@ type writer struct {
 	c         crclient.Client
 	templates []*helmv2.HelmRelease // an app's HelmRelease in each tenant namespace, by tenant
 	pids      map[string]int        // the processes whose CPU time is reported, by name
+	admin     *endpoint             // kube-apiserver, whose /metrics says what it allocated
 }
 
-func newWriter(b *testing.B, ctx context.Context, apps dynamic.Interface, c crclient.Client) *writer {
-	w := &writer{ctx: ctx, apps: apps, c: c, pids: controlPlane(b)}
+func newWriter(b *testing.B, ctx context.Context, apps dynamic.Interface, c crclient.Client, admin *endpoint) *writer {
+	w := &writer{ctx: ctx, apps: apps, c: c, pids: controlPlane(b), admin: admin}
 	for i := range tenants {
 		ns, name := appName(i)
 		hr := &helmv2.HelmRelease{}
@@ -58,21 +61,29 @@ func newWriter(b *testing.B, ctx context.Context, apps dynamic.Interface, c crcl
 	return w
 }
 
-// creates creates apps [from, to) with n concurrent writers and, after each block of them, the
-// floor of as many (apps named f<app>). It returns each app create's latency and each floor
-// create's, and the CPU time each process of the control plane spent on either.
-func (w *writer) creates(b *testing.B, n, from, to int) ([]time.Duration, []floorCreate, cpuSplit) {
+// creates creates apps [from, to) with n concurrent writers, in blocks, each paired with a block
+// of as many floor creates (apps named f<app>). Which of the two goes first is drawn (with a fixed
+// seed): kube-apiserver collects its garbage about once per pair of blocks, and in a fixed order
+// its collections fell on the same kind for many pairs in a row. It returns each app create's
+// latency and each floor create's, and what either cost each process of the control plane.
+func (w *writer) creates(b *testing.B, n, from, to int) ([]time.Duration, []floorCreate, costSplit) {
 	var app []time.Duration
 	var floor []floorCreate
-	cpu := cpuSplit{app: cpuTimes{}, floor: cpuTimes{}}
+	cost := costSplit{app: newCost(), floor: newCost()}
+	order := rand.New(rand.NewPCG(uint64(from), uint64(to)))
 	for start := from; start < to; start += block {
 		end := min(to, start+block)
-		cpu.app.during(b, w.pids, func() { app = append(app, createApps(b, w.ctx, w.apps, n, start, end)...) })
-		cpu.floor.during(b, w.pids, func() {
-			floor = append(floor, concurrently(b, n, start, end, w.floor)...)
-		})
+		apps := func() { app = append(app, createApps(b, w.ctx, w.apps, n, start, end)...) }
+		floors := func() { floor = append(floor, concurrently(b, n, start, end, w.floor)...) }
+		if order.IntN(2) == 0 {
+			cost.app.during(b, w, apps)
+			cost.floor.during(b, w, floors)
+		} else {
+			cost.floor.during(b, w, floors)
+			cost.app.during(b, w, apps)
+		}
 	}
-	return app, floor, cpu
+	return app, floor, cost
 }
 
 // floor makes floor create i: the hop, then the HelmRelease.
@@ -120,15 +131,11 @@ func createApp(ctx context.Context, apps dynamic.Interface, r schema.GroupVersio
 	return err
 }
 
-// cpuTimes is the CPU time used by each process of the control plane (the bench process runs the
-// apps apiserver and the writers).
-type cpuTimes map[string]time.Duration
-
 // controlPlane finds the pids whose CPU time is reported: the control plane's processes (a
 // process name in /proc is cut at 15 characters) and the bench's own.
 func controlPlane(b *testing.B) map[string]int {
-	pids := map[string]int{"the bench (apps apiserver, writers)": os.Getpid()}
-	for _, name := range []string{"kube-apiserver", "etcd", "kube-controller"} {
+	pids := map[string]int{benchProcess: os.Getpid()}
+	for _, name := range []string{kubeAPIServer, "etcd", "kube-controller"} {
 		pid, err := testenv.ChildPID(name)
 		check(b, err)
 		pids[name] = pid
@@ -136,23 +143,50 @@ func controlPlane(b *testing.B) map[string]int {
 	return pids
 }
 
-// during adds what f costs each of the processes pids to t.
-func (t cpuTimes) during(b *testing.B, pids map[string]int, f func()) {
-	now := func() cpuTimes {
-		out := cpuTimes{}
-		for name, pid := range pids {
+// cost is what creates of one kind cost each process: CPU time, and the bytes allocated by the
+// two Go runtimes that say so: kube-apiserver's (its /metrics) and the bench process's, in which
+// the apps apiserver runs.
+type cost struct {
+	cpu   map[string]time.Duration
+	alloc map[string]float64
+}
+
+func newCost() cost { return cost{cpu: map[string]time.Duration{}, alloc: map[string]float64{}} }
+
+type costSplit struct{ app, floor cost }
+
+const (
+	kubeAPIServer = "kube-apiserver"
+	benchProcess  = "the bench (apps apiserver, writers)"
+)
+
+// during adds what f costs to c. The allocations are read outside the CPU window: reading
+// kube-apiserver's /metrics costs it some.
+func (c cost) during(b *testing.B, w *writer, f func()) {
+	cpu := func() map[string]time.Duration {
+		out := map[string]time.Duration{}
+		for name, pid := range w.pids {
 			out[name] = must(testenv.ProcessStat(pid)).CPU
 		}
 		return out
 	}
-	before := now()
+	a0 := map[string]float64{kubeAPIServer: w.admin.metric(b, "go_memstats_alloc_bytes_total")}
+	a0[benchProcess] = allocated() // after reading /metrics, which allocates here
+	cpu0 := cpu()
 	f()
-	for name, v := range now() {
-		t[name] += v - before[name]
+	for name, v := range cpu() {
+		c.cpu[name] += v - cpu0[name]
 	}
+	c.alloc[benchProcess] += allocated() - a0[benchProcess] // before reading /metrics, which allocates here
+	c.alloc[kubeAPIServer] += w.admin.metric(b, "go_memstats_alloc_bytes_total") - a0[kubeAPIServer]
 }
 
-type cpuSplit struct{ app, floor cpuTimes }
+// allocated is how many bytes this process has allocated on its heap since it started.
+func allocated() float64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return float64(s[0].Value.Uint64())
+}
 
 // memory is what the apps apiserver holds: its watch cache's history (its own accounting, as
 // /metrics shows it) and the bench process's Go heap after a collection (the apps apiserver runs
@@ -165,18 +199,9 @@ func measureMemory(b *testing.B, direct *endpoint) memory {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	m := memory{heap: float64(ms.HeapInuse)}
-	body := direct.body(b, "/metrics")
-	for _, line := range strings.Split(body, "\n") {
-		var v float64
-		if _, err := fmt.Sscanf(line, "flotilla_apps_watch_history_bytes %g", &v); err == nil {
-			m.historyBytes = v
-		}
-		if _, err := fmt.Sscanf(line, "flotilla_apps_watch_history_changes %g", &v); err == nil {
-			m.historyChanges = v
-		}
-	}
-	return m
+	return memory{heap: float64(ms.HeapInuse),
+		historyBytes:   direct.metric(b, "flotilla_apps_watch_history_bytes"),
+		historyChanges: direct.metric(b, "flotilla_apps_watch_history_changes")}
 }
 
 // largePatches changes one app 60 times with about 60 KiB of values each time: the case that
@@ -201,7 +226,7 @@ func mib(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) }
 type writes struct {
 	create, oneCreate []time.Duration // apps, writers at a time and one at a time
 	floor, oneFloor   []floorCreate   // their floor, the same
-	cpu               cpuSplit        // what the writers' apps and floor cost each process
+	cost              costSplit       // what the writers' apps and floor cost each process
 	idleHop           time.Duration   // the aggregator hop of a GET, measured alone, p50
 }
 
@@ -230,10 +255,15 @@ func (w writes) markdown(before, at10k, afterPatches memory, budget int64) strin
 		ms(w.idleHop), float64(p50(w.create))/float64(p50(direct)+w.idleHop))
 	fmt.Fprintf(&sb, "| one writer: the floor (of which the direct create) / an app, p50 (p99) | %s (%s) / %s (%s) | reported: %.2f× |\n",
 		ms(p50(oneFloor)), ms(p50(oneDirect)), ms(p50(w.oneCreate)), ms(pct(w.oneCreate, .99)), float64(p50(w.oneCreate))/float64(p50(oneFloor)))
-	for _, name := range slices.Sorted(maps.Keys(w.cpu.app)) {
-		perApp := w.cpu.app[name] / time.Duration(len(w.create))
-		perFloor := w.cpu.floor[name] / time.Duration(len(w.floor))
+	fmt.Fprintf(&sb, "| mean latency, %d writers (the writers' throughput): the floor / an app | %s / %s | reported: %.2f× |\n",
+		writers, ms(mean(floor)), ms(mean(w.create)), float64(mean(w.create))/float64(mean(floor)))
+	for _, name := range slices.Sorted(maps.Keys(w.cost.app.cpu)) {
+		perApp, perFloor := w.cost.app.cpu[name]/time.Duration(len(w.create)), w.cost.floor.cpu[name]/time.Duration(len(w.floor))
 		fmt.Fprintf(&sb, "| CPU time of %s per create: the floor / an app | %s / %s | reported: %+.2f ms |\n", name, ms(perFloor), ms(perApp), float64((perApp-perFloor).Microseconds())/1000)
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.cost.app.alloc)) {
+		perApp, perFloor := w.cost.app.alloc[name]/float64(len(w.create)), w.cost.floor.alloc[name]/float64(len(w.floor))
+		fmt.Fprintf(&sb, "| bytes allocated by %s per create: the floor / an app | %.0f KiB / %.0f KiB | reported: %+.0f KiB |\n", name, perFloor/1024, perApp/1024, (perApp-perFloor)/1024)
 	}
 	fmt.Fprintf(&sb, "| watch history: before the apps / at 10,000 apps / after 60 patches of one app with 60 KiB of values | %s (%.0f) / %s (%.0f) / %s (%.0f changes) | ≤ %s (`--watch-history-bytes`) |\n",
 		mib(before.historyBytes), before.historyChanges, mib(at10k.historyBytes), at10k.historyChanges, mib(afterPatches.historyBytes), afterPatches.historyChanges, mib(float64(budget)))
