@@ -181,15 +181,16 @@ app's does: the apps apiserver's cache receives it and kube-controller-manager s
 through the aggregator. What an app create adds is the apps apiserver's work on the request
 (decoding, admission, schema validation, the field manager, converting the app to its HelmRelease
 and back, encoding the answer): 0.7–1.1 ms of CPU and 83–89 KiB of allocations per app in the
-runs of 2026-12-06. kube-apiserver allocates the same per create for both kinds (within 2 %) and
-takes the same requests by its counters, and no TCP connection was opened during either kind of
-block (checked in one run); yet it spent from 0.1 ms less to 0.9 ms more CPU per app than per floor
-create in the same runs (0.6 ms more at the median), user time in the one run that split it. Where
-that goes is not known: a CPU profile of kube-apiserver over blocks of each kind puts more
-of it in the CRD handler's schema coercion of the HelmRelease and in the HTTP/2 connection's serve
-loop, in one run. The 16-writer ratio in seven runs with this bench on 2026-12-06 (this one
-included) was 1.13–1.26×, median 1.19×, three of them above 1.2×; the mean latency, which is the
-writers' throughput, gave 1.10–1.24×. Until
+runs of 2026-12-06. kube-apiserver does the same for both kinds: the same requests by its
+counters, the same allocations (within 2 %), no TCP connection opened during either kind of block,
+and two HelmReleases that differ only in their names and values (2,990 and 2,992 bytes as JSON),
+the last two checked in one run. Its CPU per app still differed from the floor's by −1.0 to +0.9 ms
+from run to run: its garbage collections, about a second of CPU each and a dozen over the phase,
+land in whichever block is running. That spreads the ratio too. The median, +0.5 ms, is more than
+that spread easily explains, and what else it is is not known: CPU profiles of kube-apiserver over
+each kind of block have not shown work that only apps cause. The 16-writer ratio in eight runs with this bench on 2026-12-06 (this one
+included) was 1.00–1.26×, median 1.19×, three of them above 1.2×; the mean latency, which is the
+writers' throughput, gave 0.97–1.24×. Until
 2026-12-05 the floor was the direct create of a HelmRelease without the app labels (which no watcher
 but kube-apiserver's own cache receives) plus the latency of an idle GET's hop: under load that left
 out the hop's own CPU and the watch events any write of that HelmRelease causes, and put the ratio
