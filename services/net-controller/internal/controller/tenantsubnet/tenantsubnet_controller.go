@@ -40,7 +40,8 @@ var domainConditions = []string{netv1.AllocatedCondition, netv1.SubnetReadyCondi
 type Reconciler struct {
 	client.Client
 	// APIReader reads past the cache: an allocation is made only after kube-apiserver confirms
-	// the namespace holds none (the cache may not yet show one made a moment ago).
+	// the namespace holds none, and a Subnet is released only after it confirms no address in it
+	// is held (the cache may not yet show what was made a moment ago).
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
 }

@@ -48,11 +48,12 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, name string, ts *netv
 }
 
 // release deletes one of the controller's Subnets if no address in it is held, and returns how
-// many are.
+// many are. The addresses are read past the cache, which may not yet show an IP Kube-OVN made a
+// moment ago.
 func (r *Reconciler) release(ctx context.Context, sn *kubeovnv1.Subnet) (int, error) {
 	ips := &metav1.PartialObjectMetadataList{}
 	ips.SetGroupVersionKind(kubeovnv1.SchemeGroupVersion.WithKind("IPList"))
-	if err := r.List(ctx, ips, client.MatchingLabels{subnetNameLabel: sn.Name}); err != nil {
+	if err := r.APIReader.List(ctx, ips, client.MatchingLabels{subnetNameLabel: sn.Name}); err != nil {
 		return 0, err
 	}
 	held := len(ips.Items)

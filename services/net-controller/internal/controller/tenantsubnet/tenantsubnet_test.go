@@ -278,6 +278,38 @@ func TestAPoolWhoseHeldBlockTheCacheHasNotSeenStays(t *testing.T) {
 	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
 }
 
+// A release reconciled from a cache that has not seen an address in the subnet yet (Kube-OVN made
+// its IP moments before) keeps the subnet: kube-apiserver is asked before it goes.
+func TestAReleaseFromACacheThatHasNotSeenAnAddressKeepsTheSubnet(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("unseenip", "unseenip").IPv4(24, "10.73.0.0/24").Obj(), tenantNamespace("tenant-unseenip", "unseenip"))
+	ts := readyTenantSubnet(ctx, g, "tenant-unseenip")
+	ip := &kubeovnv1.IP{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1.tenant-unseenip", Labels: map[string]string{"ovn.kubernetes.io/subnet": ts.Status.Subnet}},
+		Spec:       kubeovnv1.IPSpec{PodName: "vm1", Namespace: "tenant-unseenip", Subnet: ts.Status.Subnet, V4IPAddress: "10.73.0.5"},
+	}
+	create(ctx, t, ip)
+	dropTenantLabel(ctx, t, "tenant-unseenip")
+	// What the cache would answer before it sees the IP: none.
+	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*metav1.PartialObjectMetadataList); ok && l.GetObjectKind().GroupVersionKind().Kind == "IPList" {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	r := &tenantsubnet.Reconciler{Client: lagging, APIReader: k8s}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-unseenip"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding an address was released")
+
+	g.Expect(k8s.Delete(ctx, ip)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+}
+
 func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
 	pool := MakePool("back", "back").IPv4(24, "10.69.0.0/22").Obj()
