@@ -40,7 +40,7 @@ var domainConditions = []string{netv1.AllocatedCondition, netv1.AddressPoolReady
 type Reconciler struct {
 	client.Client
 	// APIReader reads past the cache: a block is allocated only after kube-apiserver confirms the
-	// namespace holds none.
+	// namespace holds none, and released only after it confirms no Service holds an address of it.
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
 	// Namespace is MetalLB's namespace, where the IPAddressPools are written.

@@ -52,11 +52,12 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, name string, tp *netv
 
 // release deletes one of the controller's IPAddressPools if no address of it is held, and returns
 // how many are: Services of the namespace whose load-balancer ingress is in the pool, or else
-// MetalLB's own count in the pool's status.
+// MetalLB's own count in the pool's status. Both are read past the cache, which may not yet show
+// a Service given an address a moment ago.
 func (r *Reconciler) release(ctx context.Context, name string) (int, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(metallb.IPAddressPoolGVK)
-	if err := r.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, live); err != nil {
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, live); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	if !metallb.Owned(live.GetLabels()) {
@@ -89,7 +90,7 @@ func (r *Reconciler) servicesIn(ctx context.Context, pool *unstructured.Unstruct
 		}
 	}
 	svcs := &corev1.ServiceList{}
-	if err := r.List(ctx, svcs, client.InNamespace(pool.GetLabels()[netv1.LabelNamespace])); err != nil {
+	if err := r.APIReader.List(ctx, svcs, client.InNamespace(pool.GetLabels()[netv1.LabelNamespace])); err != nil {
 		return 0, err
 	}
 	n := 0

@@ -451,6 +451,45 @@ func owned(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
 
 // A Service that stops being a load balancer gives its address back: the namespace's block is
 // released then, though no Service was deleted.
+// A release reconciled from a cache that has not seen the Service holding an address of the block
+// yet, nor MetalLB's count of it, keeps the block: kube-apiserver is asked before it goes.
+func TestAReleaseFromACacheThatHasNotSeenAServiceKeepsTheBlock(t *testing.T) {
+	g, ctx := NewWithT(t), ts.Ctx(t)
+	create(ctx, t, MakePool("unseensvc", "unseensvc").IPv4(30, "198.51.108.0/28").Obj(), ts.TenantNamespace("tenant-unseensvc", "unseensvc"))
+	tp := readyPool(ctx, g, "tenant-unseensvc")
+	svc := loadBalancer("tenant-unseensvc", "web")
+	create(ctx, t, svc)
+	g.Expect(netip.MustParsePrefix(tp.Status.IPv4).Contains(assigned(ctx, g, "tenant-unseensvc", "web"))).To(BeTrue())
+	ts.DropTenantLabel(ctx, t, k8s, "tenant-unseensvc")
+	// What the cache would answer before it sees the Service and MetalLB's status: no Service, and
+	// the IPAddressPool as the controller made it.
+	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.ServiceList); ok {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind() == metallb.IPAddressPoolGVK {
+				unstructured.RemoveNestedField(u.Object, "status")
+			}
+			return nil
+		},
+	})
+	r := &tenantaddresspool.Reconciler{Client: lagging, APIReader: k8s, Namespace: metallbNS}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-unseensvc"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ownPools(ctx, g, "tenant-unseensvc")).To(HaveLen(1), "a pool a Service holds an address of was released")
+
+	g.Expect(k8s.Delete(ctx, svc)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(ownPools(ctx, g, "tenant-unseensvc")).To(BeEmpty()) }).
+		WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
+}
+
 func TestABlockIsReleasedWhenItsLastServiceStopsBeingALoadBalancer(t *testing.T) {
 	g, ctx := NewWithT(t), ts.Ctx(t)
 	create(ctx, t, MakePool("demote", "demote").IPv4(30, "198.51.104.0/28").Obj(), ts.TenantNamespace("tenant-demote", "demote"))
