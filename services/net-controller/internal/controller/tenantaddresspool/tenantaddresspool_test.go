@@ -449,18 +449,11 @@ func owned(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
 	return out
 }
 
-// A Service that stops being a load balancer gives its address back: the namespace's block is
-// released then, though no Service was deleted.
 // A release reconciled from a cache that has not seen the Service holding an address of the block
 // yet, nor MetalLB's count of it, keeps the block: kube-apiserver is asked before it goes.
 func TestAReleaseFromACacheThatHasNotSeenAServiceKeepsTheBlock(t *testing.T) {
 	g, ctx := NewWithT(t), ts.Ctx(t)
-	create(ctx, t, MakePool("unseensvc", "unseensvc").IPv4(30, "198.51.108.0/28").Obj(), ts.TenantNamespace("tenant-unseensvc", "unseensvc"))
-	tp := readyPool(ctx, g, "tenant-unseensvc")
-	svc := loadBalancer("tenant-unseensvc", "web")
-	create(ctx, t, svc)
-	g.Expect(netip.MustParsePrefix(tp.Status.IPv4).Contains(assigned(ctx, g, "tenant-unseensvc", "web"))).To(BeTrue())
-	ts.DropTenantLabel(ctx, t, k8s, "tenant-unseensvc")
+	svc := leavingWithAService(ctx, t, g, "unseensvc", "198.51.108.0/28")
 	// What the cache would answer before it sees the Service and MetalLB's status: no Service, and
 	// the IPAddressPool as the controller made it.
 	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
@@ -490,14 +483,27 @@ func TestAReleaseFromACacheThatHasNotSeenAServiceKeepsTheBlock(t *testing.T) {
 		WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
 }
 
+// leavingWithAService makes namespace tenant-<pool> a tenant's, with a block of a new pool of that
+// name and a LoadBalancer Service MetalLB gives an address of it, then makes the namespace no
+// longer a tenant's.
+func leavingWithAService(ctx context.Context, t *testing.T, g Gomega, pool, cidr string) *corev1.Service {
+	t.Helper()
+	ns := "tenant-" + pool
+	create(ctx, t, MakePool(pool, pool).IPv4(30, cidr).Obj(), ts.TenantNamespace(ns, pool))
+	tp := readyPool(ctx, g, ns)
+	svc := loadBalancer(ns, "web")
+	create(ctx, t, svc)
+	g.Expect(netip.MustParsePrefix(tp.Status.IPv4).Contains(assigned(ctx, g, ns, "web"))).To(BeTrue())
+	ts.DropTenantLabel(ctx, t, k8s, ns)
+	return svc
+}
+
+// A Service that stops being a load balancer gives its address back: the namespace's block is
+// released then, though no Service was deleted.
 func TestABlockIsReleasedWhenItsLastServiceStopsBeingALoadBalancer(t *testing.T) {
 	g, ctx := NewWithT(t), ts.Ctx(t)
-	create(ctx, t, MakePool("demote", "demote").IPv4(30, "198.51.104.0/28").Obj(), ts.TenantNamespace("tenant-demote", "demote"))
-	tp := readyPool(ctx, g, "tenant-demote")
-	svc := loadBalancer("tenant-demote", "web")
-	create(ctx, t, svc)
-	g.Expect(netip.MustParsePrefix(tp.Status.IPv4).Contains(assigned(ctx, g, "tenant-demote", "web"))).To(BeTrue())
-	ts.DropTenantLabel(ctx, t, k8s, "tenant-demote")
+	svc := leavingWithAService(ctx, t, g, "demote", "198.51.104.0/28")
+	tp := &netv1.TenantAddressPool{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-demote"}, tp)).To(Succeed())
 		g.Expect(conditions.Get(tp, netv1.AddressPoolReadyCondition).Reason).To(Equal(netv1.AddressPoolInUseReason))

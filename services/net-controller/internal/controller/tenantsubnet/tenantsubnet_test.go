@@ -110,17 +110,26 @@ func TestPoolExhaustedSaysSoWithNumbersThenServesAReleasedBlock(t *testing.T) {
 	}).WithTimeout(timeout).Should(BeTrue())
 }
 
-func TestReleaseWaitsUntilNoAddressIsHeld(t *testing.T) {
-	g, ctx := NewWithT(t), ctxFor(t)
-	create(ctx, t, MakePool("busy", "busy").IPv4(24, "10.63.0.0/16").Obj(), tenantNamespace("tenant-busy", "busy"))
-	ts := readyTenantSubnet(ctx, g, "tenant-busy")
-	// What Kube-OVN records for a pod holding an address in the subnet.
+// leavingWithAnAddress makes namespace tenant-<pool> a tenant's, with a block of a new pool of
+// that name and an address held in its Subnet (the IP Kube-OVN records for a pod holding it), then
+// makes the namespace no longer a tenant's.
+func leavingWithAnAddress(ctx context.Context, t *testing.T, g Gomega, pool, cidr, addr string) (*netv1.TenantSubnet, *kubeovnv1.IP) {
+	t.Helper()
+	ns := "tenant-" + pool
+	create(ctx, t, MakePool(pool, pool).IPv4(24, cidr).Obj(), tenantNamespace(ns, pool))
+	ts := readyTenantSubnet(ctx, g, ns)
 	ip := &kubeovnv1.IP{
-		ObjectMeta: metav1.ObjectMeta{Name: "vm1.tenant-busy", Labels: map[string]string{"ovn.kubernetes.io/subnet": ts.Status.Subnet}},
-		Spec:       kubeovnv1.IPSpec{PodName: "vm1", Namespace: "tenant-busy", Subnet: ts.Status.Subnet, V4IPAddress: "10.63.0.5"},
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1." + ns, Labels: map[string]string{"ovn.kubernetes.io/subnet": ts.Status.Subnet}},
+		Spec:       kubeovnv1.IPSpec{PodName: "vm1", Namespace: ns, Subnet: ts.Status.Subnet, V4IPAddress: addr},
 	}
 	create(ctx, t, ip)
-	dropTenantLabel(ctx, t, "tenant-busy")
+	dropTenantLabel(ctx, t, ns)
+	return ts, ip
+}
+
+func TestReleaseWaitsUntilNoAddressIsHeld(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	ts, ip := leavingWithAnAddress(ctx, t, g, "busy", "10.63.0.0/16", "10.63.0.5")
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tenant-busy"}, ts)).To(Succeed())
@@ -282,14 +291,7 @@ func TestAPoolWhoseHeldBlockTheCacheHasNotSeenStays(t *testing.T) {
 // its IP moments before) keeps the subnet: kube-apiserver is asked before it goes.
 func TestAReleaseFromACacheThatHasNotSeenAnAddressKeepsTheSubnet(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
-	create(ctx, t, MakePool("unseenip", "unseenip").IPv4(24, "10.73.0.0/24").Obj(), tenantNamespace("tenant-unseenip", "unseenip"))
-	ts := readyTenantSubnet(ctx, g, "tenant-unseenip")
-	ip := &kubeovnv1.IP{
-		ObjectMeta: metav1.ObjectMeta{Name: "vm1.tenant-unseenip", Labels: map[string]string{"ovn.kubernetes.io/subnet": ts.Status.Subnet}},
-		Spec:       kubeovnv1.IPSpec{PodName: "vm1", Namespace: "tenant-unseenip", Subnet: ts.Status.Subnet, V4IPAddress: "10.73.0.5"},
-	}
-	create(ctx, t, ip)
-	dropTenantLabel(ctx, t, "tenant-unseenip")
+	ts, ip := leavingWithAnAddress(ctx, t, g, "unseenip", "10.73.0.0/24", "10.73.0.5")
 	// What the cache would answer before it sees the IP: none.
 	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
