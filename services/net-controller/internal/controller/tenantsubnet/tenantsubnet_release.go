@@ -17,9 +17,11 @@ import (
 // reconcileRelease releases the blocks of a namespace that is gone or no longer a tenant's: each
 // Subnet is deleted once no address in it is held; the TenantSubnet goes with the last one. Until
 // then the TenantSubnet says what holds it. The deletion of the last IP brings the namespace back
-// here (watch), so nothing polls.
+// here (watch), so nothing polls. The Subnets are read past the cache: their status carries
+// Kube-OVN's count of the addresses it holds without an IP object, and a deletion is not decided
+// on an old copy of it.
 func (r *Reconciler) reconcileRelease(ctx context.Context, name string, ts *netv1.TenantSubnet) error {
-	own, err := r.ownSubnets(ctx, r.Client, name)
+	own, err := r.ownSubnets(ctx, r.APIReader, name)
 	if err != nil {
 		return err
 	}

@@ -312,6 +312,42 @@ func TestAReleaseFromACacheThatHasNotSeenAnAddressKeepsTheSubnet(t *testing.T) {
 	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
 }
 
+// A release reconciled from a cache whose copy of the Subnet predates Kube-OVN's count of an
+// address it holds without an IP object (a VIP) keeps the subnet: the count is read live too.
+func TestAReleaseFromACacheThatHasNotSeenAVIPKeepsTheSubnet(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("unseenvip", "unseenvip").IPv4(24, "10.74.0.0/24").Obj(), tenantNamespace("tenant-unseenvip", "unseenvip"))
+	ts := readyTenantSubnet(ctx, g, "tenant-unseenvip")
+	sn := &kubeovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: ts.Status.Subnet}}
+	count := func(n int) {
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"v4usingIPs":%d}}`, n))
+		g.Expect(k8s.Status().Patch(ctx, sn, patch)).To(Succeed())
+	}
+	count(1) // Kube-OVN counts a VIP it handed out
+	dropTenantLabel(ctx, t, "tenant-unseenvip")
+	// What the cache would answer before it sees the count: the Subnet without it.
+	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			err := c.List(ctx, list, opts...)
+			if l, ok := list.(*kubeovnv1.SubnetList); ok {
+				for i := range l.Items {
+					l.Items[i].Status = kubeovnv1.SubnetStatus{}
+				}
+			}
+			return err
+		},
+	})
+	r := &tenantsubnet.Reconciler{Client: lagging, APIReader: k8s}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-unseenvip"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: sn.Name}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding a VIP was released")
+
+	count(0)
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: sn.Name}, &kubeovnv1.Subnet{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+}
+
 func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
 	pool := MakePool("back", "back").IPv4(24, "10.69.0.0/22").Obj()
