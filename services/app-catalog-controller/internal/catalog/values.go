@@ -8,13 +8,18 @@ import (
 	"strconv"
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	celvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/common"
 
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
@@ -44,15 +49,12 @@ func (k *Kind) Validate(app, old map[string]any) field.ErrorList {
 		return errs
 	}
 	name, _, _ := unstructured.NestedString(app, "metadata", "name")
-	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, map[string]any{"metadata": map[string]any{"name": name}, "spec": spec}, k.validator)...)
-	if k.rules != nil {
-		var oldObj any
-		if old != nil {
-			oldObj = map[string]any{"spec": old["spec"]}
-		}
-		celErrs, _ := k.rules.Validate(context.Background(), nil, k.structural, map[string]any{"spec": spec}, oldObj, celconfig.RuntimeCELCostBudget)
-		errs = append(errs, celErrs...)
+	obj := map[string]any{"metadata": map[string]any{"name": name}, "spec": spec}
+	var oldObj map[string]any
+	if old != nil {
+		oldObj = map[string]any{"metadata": map[string]any{"name": name}, "spec": old["spec"]}
 	}
+	errs = append(errs, k.validateSchema(obj, oldObj)...)
 	specPath := field.NewPath("spec")
 	if _, ok := spec[catalogv1.PlatformValuesKey]; ok {
 		errs = append(errs, field.Forbidden(specPath.Child(catalogv1.PlatformValuesKey), "is set by the platform"))
@@ -67,6 +69,42 @@ func (k *Kind) Validate(app, old map[string]any) field.ErrorList {
 			fmt.Sprintf("this app's definition keeps volumePolicy at %s", k.DefaultVolumePolicy())))
 	}
 	return errs
+}
+
+// validateSchema makes the checks a CRD's strategy makes (apiextensions-apiserver's
+// customResourceStrategy): the OpenAPI schema, embedded resources, list sets and maps, then the CEL
+// rules unless an error already makes their cost unknown. An update (old is not nil) ratchets, as
+// a CRD's does: a value the schema or a rule refuses passes if the update leaves it as it was (the
+// definition may have become stricter since it was written), and list sets and maps are checked
+// only if the old object passed them.
+func (k *Kind) validateSchema(obj, old map[string]any) field.ErrorList {
+	ctx := context.Background()
+	var errs field.ErrorList
+	var celOpts []celvalidation.Option
+	var oldObj any // nil on create, for the CEL rules' transition checks
+	if old == nil {
+		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj, k.validator)...)
+	} else {
+		oldObj = old
+		correlated := common.NewCorrelatedObject(obj, old, &model.Structural{Structural: k.structural})
+		celOpts = append(celOpts, celvalidation.WithRatcheting(correlated))
+		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, obj, old, k.validator, apiservervalidation.WithRatcheting(correlated))...)
+	}
+	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj, k.structural, false)...)
+	if old == nil || len(structurallisttype.ValidateListSetsAndMaps(nil, k.structural, old)) == 0 {
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, k.structural, obj)...)
+	}
+	if k.rules == nil {
+		return errs
+	}
+	for _, err := range errs {
+		switch err.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		}
+	}
+	celErrs, _ := k.rules.Validate(ctx, nil, k.structural, obj, oldObj, celconfig.RuntimeCELCostBudget, celOpts...)
+	return append(errs, celErrs...)
 }
 
 // DefaultVolumePolicy is the volume policy of apps that do not set one.
