@@ -169,28 +169,29 @@ on it. ` + "`BENCH_ONLY=create`" + ` runs the create figures alone. See
 
 The create goal compares an app create with its floor, a direct HelmRelease create plus the
 aggregator hop, both made by the same 16 writers over the same stretch of the run (4,000 apps and
-4,000 floor creates, in pairs of blocks of 250, so that both queue for the same saturated cores).
-Which block of a pair goes first is drawn with a fixed seed: kube-apiserver collects its garbage
-about once per pair (about a second of CPU for every 600 creates), and with the apps always first
-its collections fell on the same kind for up to nine pairs in a row. A floor create is one write of
-two requests: the hop, a POST of the app's body through the aggregator to a resource of the group
-that no definition serves (the apps apiserver authenticates the aggregator, authorizes the request
-and answers 404), then the same HelmRelease the app becomes, with the app labels, created directly
-in kube-apiserver. Because it carries the app labels, the HelmRelease costs the watches what an
-app's does: the apps apiserver's cache receives it and kube-controller-manager sees it as an app
-through the aggregator. What an app create adds is the apps apiserver's work on the request
-(decoding, admission, schema validation, the field manager, converting the app to its HelmRelease
-and back, encoding the answer): 0.7–1.1 ms of CPU and 83–89 KiB of allocations per app in the
-runs of 2026-12-06. kube-apiserver does the same for both kinds: the same requests by its
-counters, the same allocations (within 2 %), no TCP connection opened during either kind of block,
-and two HelmReleases that differ only in their names and values (2,990 and 2,992 bytes as JSON),
-the last two checked in one run. Its CPU per app still differed from the floor's by −1.0 to +0.9 ms
-from run to run: its garbage collections, about a second of CPU each and a dozen over the phase,
-land in whichever block is running. That spreads the ratio too. The median, +0.5 ms, is more than
-that spread easily explains, and what else it is is not known: CPU profiles of kube-apiserver over
-each kind of block have not shown work that only apps cause. The 16-writer ratio in eight runs with this bench on 2026-12-06 (this one
-included) was 1.00–1.26×, median 1.19×, three of them above 1.2×; the mean latency, which is the
-writers' throughput, gave 0.97–1.24×. Until
+4,000 floor creates, in pairs of blocks of 250, so that both queue for the same saturated cores;
+which block of a pair goes first is drawn with a fixed seed). A floor create is one write of two
+requests: the hop, a POST of the app's body through the aggregator to a resource of the group that
+no definition serves (the apps apiserver authenticates the aggregator, authorizes the request and
+answers 404), then the same HelmRelease the app becomes, with the app labels, created directly in
+kube-apiserver. Because it carries the app labels, the HelmRelease costs the watches what an app's
+does: the apps apiserver's cache receives it and kube-controller-manager sees it as an app through
+the aggregator. kube-apiserver collects its garbage before each block (its pprof heap handler with
+` + "`gc=1`" + `, outside the measured window), so none of its collections falls inside a block (a row
+of the table counts them). It allocates the same for both kinds, within 2 %, and each collection costs
+it about a second of CPU, about 2 ms per create: landing in whichever block was running, they made
+its CPU per app differ from the floor's by −1.0 to +0.9 ms from run to run, and the ratio with
+it, until 2026-12-06 (eight runs: 1.00–1.26×, median 1.19×). Left out of both kinds, that cost
+raises the ratio; it cannot lower it. Since then kube-apiserver's CPU per app is the floor's
++0.11 to +0.27 ms. The bench process, in which the apps apiserver runs, collects when it would:
+an app's extra allocations and their collection are the apps apiserver's cost. What an app create
+adds is the apps apiserver's work on the request (decoding, admission, schema validation, the
+field manager, converting the app to its HelmRelease and back, encoding the answer), 0.7–1.1 ms of
+CPU and 83–89 KiB of allocations per app, about a third of that CPU being the collection of those
+allocations (a CPU profile of each kind's blocks, one run). In six runs of 2026-12-06 with
+kube-apiserver's collections kept out, the 16-writer ratio was 1.12–1.20×, median 1.14×, one of
+them at 1.20× (not met), and the mean latency, which is the writers' throughput, gave 1.15–1.23×,
+median 1.20×. Until
 2026-12-05 the floor was the direct create of a HelmRelease without the app labels (which no watcher
 but kube-apiserver's own cache receives) plus the latency of an idle GET's hop: under load that left
 out the hop's own CPU and the watch events any write of that HelmRelease causes, and put the ratio
