@@ -53,7 +53,9 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, name string, tp *netv
 // release deletes one of the controller's IPAddressPools if no address of it is held, and returns
 // how many are: Services of the namespace whose load-balancer ingress is in the pool, or else
 // MetalLB's own count in the pool's status. Both are read past the cache, which may not yet show
-// a Service given an address a moment ago.
+// a Service given an address a moment ago, and the deletion holds only for the version of the pool
+// read: one MetalLB has counted an address in since is a conflict, and the next reconcile reads
+// again.
 func (r *Reconciler) release(ctx context.Context, name string) (int, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(metallb.IPAddressPoolGVK)
@@ -76,8 +78,8 @@ func (r *Reconciler) release(ctx context.Context, name string) (int, error) {
 	if held > 0 {
 		return held, nil
 	}
-	uid := live.GetUID()
-	return 0, client.IgnoreNotFound(r.Delete(ctx, live, client.Preconditions{UID: &uid}))
+	uid, rv := live.GetUID(), live.GetResourceVersion()
+	return 0, client.IgnoreNotFound(r.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
 }
 
 // servicesIn counts the addresses of the pool that Services of its namespace hold.

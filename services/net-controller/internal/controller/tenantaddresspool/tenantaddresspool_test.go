@@ -483,6 +483,57 @@ func TestAReleaseFromACacheThatHasNotSeenAServiceKeepsTheBlock(t *testing.T) {
 		WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
 }
 
+// A release whose reads came just before MetalLB gave a Service an address of the block (no
+// Service held one yet, the pool counted none) deletes nothing: the pool has changed since, and
+// the deletion is conditional on the version read.
+func TestAReleaseReadJustBeforeAnAddressWasGivenKeepsTheBlock(t *testing.T) {
+	g, ctx := NewWithT(t), ts.Ctx(t)
+	ns := "tenant-racedsvc"
+	create(ctx, t, MakePool("racedsvc", "racedsvc").IPv4(30, "198.51.109.0/28").Obj(), ts.TenantNamespace(ns, "racedsvc"))
+	readyPool(ctx, g, ns)
+	pools := ownPools(ctx, g, ns)
+	g.Expect(pools).To(HaveLen(1))
+	key := types.NamespacedName{Namespace: metallbNS, Name: pools[0].Name}
+	before := &unstructured.Unstructured{}
+	before.SetGroupVersionKind(metallb.IPAddressPoolGVK)
+	g.Expect(k8s.Get(ctx, key, before)).To(Succeed())
+	svc := loadBalancer(ns, "web")
+	create(ctx, t, svc)
+	assigned(ctx, g, ns, "web")
+	g.Eventually(func(g Gomega) { // MetalLB counts it in the pool's status
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(metallb.IPAddressPoolGVK)
+		g.Expect(k8s.Get(ctx, key, live)).To(Succeed())
+		n, _, _ := unstructured.NestedInt64(live.Object, "status", "assignedIPv4")
+		g.Expect(n).To(BeEquivalentTo(1))
+	}).WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
+	ts.DropTenantLabel(ctx, t, k8s, ns)
+	// What kube-apiserver answered just before: the pool as it was, and no Service holding an address.
+	raced := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.ServiceList); ok {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind() == metallb.IPAddressPoolGVK {
+				before.DeepCopyInto(u)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := &tenantaddresspool.Reconciler{Client: k8s, APIReader: raced, Namespace: metallbNS}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: ns}})
+	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "want a conflict, got %v", err)
+	g.Expect(ownPools(ctx, g, ns)).To(HaveLen(1), "a pool a Service holds an address of was released")
+
+	g.Expect(k8s.Delete(ctx, svc)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(ownPools(ctx, g, ns)).To(BeEmpty()) }).
+		WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
+}
+
 // leavingWithAService makes namespace tenant-<pool> a tenant's, with a block of a new pool of that
 // name and a LoadBalancer Service MetalLB gives an address of it, then makes the namespace no
 // longer a tenant's.

@@ -51,7 +51,8 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, name string, ts *netv
 
 // release deletes one of the controller's Subnets if no address in it is held, and returns how
 // many are. The addresses are read past the cache, which may not yet show an IP Kube-OVN made a
-// moment ago.
+// moment ago, and the deletion holds only for the version of the Subnet read: one Kube-OVN has
+// changed since (its count of addresses) is a conflict, and the next reconcile reads again.
 func (r *Reconciler) release(ctx context.Context, sn *kubeovnv1.Subnet) (int, error) {
 	ips := &metav1.PartialObjectMetadataList{}
 	ips.SetGroupVersionKind(kubeovnv1.SchemeGroupVersion.WithKind("IPList"))
@@ -66,5 +67,5 @@ func (r *Reconciler) release(ctx context.Context, sn *kubeovnv1.Subnet) (int, er
 	if held > 0 {
 		return held, nil
 	}
-	return 0, client.IgnoreNotFound(r.Delete(ctx, sn, client.Preconditions{UID: &sn.UID}))
+	return 0, client.IgnoreNotFound(r.Delete(ctx, sn, client.Preconditions{UID: &sn.UID, ResourceVersion: &sn.ResourceVersion}))
 }

@@ -348,6 +348,39 @@ func TestAReleaseFromACacheThatHasNotSeenAVIPKeepsTheSubnet(t *testing.T) {
 	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
 }
 
+// A release whose read of the Subnet came just before Kube-OVN counted an address it holds
+// without an IP object (a VIP) deletes nothing: the Subnet has changed since, and the deletion is
+// conditional on the version read.
+func TestAReleaseReadJustBeforeAVIPWasCountedKeepsTheSubnet(t *testing.T) {
+	g, ctx := NewWithT(t), ctxFor(t)
+	create(ctx, t, MakePool("racedvip", "racedvip").IPv4(24, "10.75.0.0/24").Obj(), tenantNamespace("tenant-racedvip", "racedvip"))
+	ts := readyTenantSubnet(ctx, g, "tenant-racedvip")
+	before := &kubeovnv1.Subnet{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, before)).To(Succeed())
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"v4usingIPs":1}}`))
+	g.Expect(k8s.Status().Patch(ctx, before.DeepCopy(), patch)).To(Succeed()) // Kube-OVN counts a VIP
+	dropTenantLabel(ctx, t, "tenant-racedvip")
+	// What kube-apiserver answered just before: the Subnet as it was.
+	raced := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*kubeovnv1.SubnetList); ok {
+				l.Items = []kubeovnv1.Subnet{*before.DeepCopy()}
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	r := &tenantsubnet.Reconciler{Client: k8s, APIReader: raced}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-racedvip"}})
+	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "want a conflict, got %v", err)
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding a VIP was released")
+
+	g.Expect(k8s.Status().Patch(ctx, before.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"status":{"v4usingIPs":0}}`)))).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+}
+
 func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
 	pool := MakePool("back", "back").IPv4(24, "10.69.0.0/22").Obj()
