@@ -21,8 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
 
 // Apps go through the admission chain a CRD goes through: a real validating webhook and a real
@@ -31,13 +29,7 @@ import (
 func TestAppsGoThroughAdmission(t *testing.T) {
 	ctx := context.Background()
 	ns := tenantNamespace(t, "admitted")
-	twin := twinCRD(t, "Gate", "gates", jotSchema)
-	def := testDefinition(t, "Gate", "gates", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
-	if err := kube.Create(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
-	waitDiscovered(t, "gates", true)
+	_, twin := withTwin(t, "Gate", "gates", jotSchema)
 	app := schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "gates"}
 
 	// The webhook refuses objects labelled deny=yes, and counts what it is asked.

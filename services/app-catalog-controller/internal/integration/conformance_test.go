@@ -29,17 +29,11 @@ const jotSchema = `{"type":"object","properties":{"replicas":{"type":"integer","
 func TestTenantKubectlConformance(t *testing.T) {
 	ctx := context.Background()
 	ns := tenantNamespace(t, "conform")
-	twin := installTwin(t)
-	def := testDefinition(t, "Jot", "jots", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
-	if err := kube.Create(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
-	waitDiscovered(t, "jots", true)
+	def, twin := withTwin(t, "Jot", "jots", jotSchema)
 
 	kinds := []conformanceKind{
 		{"app", "apps.flotilla.dev/v1alpha1", "Jot", "jots.apps.flotilla.dev"}, // "jots" alone would be the CRD's
-		{"twin", "twin.flotilla.dev/v1", "Jot", twin},
+		{"twin", "twin.flotilla.dev/v1", "Jot", twin.Resource + "." + twin.Group},
 	}
 	runConformance(t, ns, kinds)
 	// Right after the kind changes, its new field is known to a fresh kubectl.
@@ -193,11 +187,18 @@ func kubectlEdit(t *testing.T, args ...string) (string, error) {
 	return kubectlEnv(t, []string{`KUBE_EDITOR=sed -i s/note:\ a/note:\ c/`}, "", args...)
 }
 
-// installTwin makes the reference for the Jot kind. It returns the plural, as kubectl names it.
-func installTwin(t *testing.T) string {
+// withTwin serves kind as an app kind whose definition has specSchema and as its CRD twin of
+// the same schema; it returns the definition and the twin's resource.
+func withTwin(t *testing.T, kind, plural, specSchema string) (*catalogv1.ApplicationDefinition, schema.GroupVersionResource) {
 	t.Helper()
-	twinCRD(t, "Jot", "jots", jotSchema)
-	return "jots.twin.flotilla.dev"
+	twin := twinCRD(t, kind, plural, specSchema)
+	def := testDefinition(t, kind, plural, func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(specSchema) })
+	if err := kube.Create(context.Background(), def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), def) })
+	waitDiscovered(t, plural, true)
+	return def, twin
 }
 
 // twinCRD makes a reference: a CRD of kind in twin.flotilla.dev/v1 whose spec has

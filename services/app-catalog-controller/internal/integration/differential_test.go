@@ -60,13 +60,7 @@ func TestDifferentialAgainstCRDTwin(t *testing.T) {
 		seeds = append(seeds, uint64(time.Now().UnixNano()))
 	}
 	nsA, nsB := tenantNamespace(t, "diffa"), tenantNamespace(t, "diffb")
-	twinGVR := twinCRD(t, "Memo", "memos", jotSchema)
-	def := testDefinition(t, "Memo", "memos", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
-	if err := kube.Create(context.Background(), def); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(context.Background(), def) })
-	waitDiscovered(t, "memos", true)
+	_, twinGVR := withTwin(t, "Memo", "memos", jotSchema)
 	twinClient, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -688,13 +682,7 @@ func memo(apiVersion, kind, ns, name, color string, replicas int) *unstructured.
 func TestNamespaceDeletionAsForCRD(t *testing.T) {
 	ctx := context.Background()
 	ns := tenantNamespace(t, "nsgone")
-	twinGVR := twinCRD(t, "Slip", "slips", jotSchema)
-	def := testDefinition(t, "Slip", "slips", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
-	if err := kube.Create(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
-	waitDiscovered(t, "slips", true)
+	_, twinGVR := withTwin(t, "Slip", "slips", jotSchema)
 	sides := []*side{
 		{name: "app", gvr: schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "slips"}, apiVersion: "apps.flotilla.dev/v1alpha1", client: apps},
 		{name: "twin", gvr: twinGVR, apiVersion: "twin.flotilla.dev/v1", client: apps},
@@ -743,13 +731,7 @@ func TestNamespaceDeletionAsForCRD(t *testing.T) {
 // each side gets one write once its watch is open.
 func TestBookmarksAsForCRD(t *testing.T) {
 	ctx := context.Background()
-	twinCRD(t, "Mark", "marks", jotSchema)
-	def := testDefinition(t, "Mark", "marks", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(jotSchema) })
-	if err := kube.Create(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
-	waitDiscovered(t, "marks", true)
+	withTwin(t, "Mark", "marks", jotSchema)
 	ns := tenantNamespace(t, "marks")
 	var wg sync.WaitGroup
 	for _, gvr := range []schema.GroupVersionResource{

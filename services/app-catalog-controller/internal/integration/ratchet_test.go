@@ -32,13 +32,7 @@ const (
 // value to another the schema or a rule refuses fails, on the apps API as on its CRD twin.
 func TestUpdatesRatchetAsForCRD(t *testing.T) {
 	ctx := context.Background()
-	twinCRD(t, "Rung", "rungs", rungLoose)
-	def := testDefinition(t, "Rung", "rungs", func(d *catalogv1.ApplicationDefinition) { d.Spec.Schema.Raw = []byte(rungLoose) })
-	if err := kube.Create(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(ctx, def) })
-	waitDiscovered(t, "rungs", true)
+	def, _ := withTwin(t, "Rung", "rungs", rungLoose)
 	ns := tenantNamespace(t, "rungs")
 	sides := []schema.GroupVersionResource{
 		{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "rungs"},

@@ -457,12 +457,7 @@ func TestAReleaseFromACacheThatHasNotSeenAServiceKeepsTheBlock(t *testing.T) {
 	// What the cache would answer before it sees the Service and MetalLB's status: no Service, and
 	// the IPAddressPool as the controller made it.
 	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*corev1.ServiceList); ok {
-				return nil
-			}
-			return c.List(ctx, list, opts...)
-		},
+		List: listingNoService,
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
 				return err
@@ -510,12 +505,7 @@ func TestAReleaseReadJustBeforeAnAddressWasGivenKeepsTheBlock(t *testing.T) {
 	ts.DropTenantLabel(ctx, t, k8s, ns)
 	// What kube-apiserver answered just before: the pool as it was, and no Service holding an address.
 	raced := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*corev1.ServiceList); ok {
-				return nil
-			}
-			return c.List(ctx, list, opts...)
-		},
+		List: listingNoService,
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind() == metallb.IPAddressPoolGVK {
 				before.DeepCopyInto(u)
@@ -532,6 +522,15 @@ func TestAReleaseReadJustBeforeAnAddressWasGivenKeepsTheBlock(t *testing.T) {
 	g.Expect(k8s.Delete(ctx, svc)).To(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(ownPools(ctx, g, ns)).To(BeEmpty()) }).
 		WithTimeout(ts.Timeout).WithPolling(ts.Interval).Should(Succeed())
+}
+
+// listingNoService answers a List of Services with none, as a read made before any Service held
+// an address would; other Lists pass.
+func listingNoService(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.ServiceList); ok {
+		return nil
+	}
+	return c.List(ctx, list, opts...)
 }
 
 // leavingWithAService makes namespace tenant-<pool> a tenant's, with a block of a new pool of that
