@@ -67,7 +67,7 @@ func run(opts manager.Options, concurrency int, nw networkFlags, metallbNS strin
 	if err != nil {
 		return err
 	}
-	mgr, err := manager.New(opts, scheme, nil)
+	mgr, err := manager.New(opts, scheme, tenantsubnet.CacheOptions)
 	if err != nil {
 		return err
 	}

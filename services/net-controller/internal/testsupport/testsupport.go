@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/testenv"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantsubnet"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
@@ -95,11 +97,15 @@ func KubeOVNCRDs() (string, error) {
 // own, and returns a function that stops them. A test may run a second one beside its suite's (two
 // replicas racing).
 func StartManager(cfg *rest.Config, scheme *kruntime.Scheme, setup func(ctrl.Manager) error) (func(), error) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if scheme.Recognizes(kubeovnv1.SchemeGroupVersion.WithKind("Subnet")) {
+		tenantsubnet.CacheOptions(&opts) // as the binary's cache, in the suites that have Subnets
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -140,4 +141,21 @@ func (r *Reconciler) waiting(ctx context.Context, _ client.Object) []reconcile.R
 		}
 	}
 	return out
+}
+
+// CacheOptions keeps Kube-OVN's Subnets in the cache without their status. Nothing the controller
+// decides from the cache reads it: a release reads the Subnet live. And Kube-OVN's address counts
+// in it (kube-ovn's BigInt) deep-copy by writing into the cached original (the generated copy is
+// shallow first, then BigInt.DeepCopyInto reuses the shared digits), so two reconcilers reading
+// the cache at once race on it.
+func CacheOptions(o *ctrl.Options) {
+	if o.Cache.ByObject == nil {
+		o.Cache.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.Cache.ByObject[&kubeovnv1.Subnet{}] = cache.ByObject{Transform: func(obj any) (any, error) {
+		if sn, ok := obj.(*kubeovnv1.Subnet); ok {
+			sn.Status = kubeovnv1.SubnetStatus{}
+		}
+		return obj, nil
+	}}
 }
