@@ -60,10 +60,13 @@ func (v *View) NeedLeaderElection() bool { return false }
 func (v *View) Refresh(ctx context.Context) {
 	v.poll.Lock()
 	defer v.poll.Unlock()
-	nodes, err := v.Client.Nodes(ctx)
-	var volumes map[string]storage.Volume
+	// Volumes first: a volume made between the two reads is then unknown until the next poll
+	// (admission fails closed on it) instead of held with the free space from before it, which
+	// would let a resize through that its replicas' pools cannot take.
+	volumes, err := v.Client.Volumes(ctx)
+	var nodes []storage.Node
 	if err == nil {
-		volumes, err = v.Client.Volumes(ctx)
+		nodes, err = v.Client.Nodes(ctx)
 	}
 	if ctx.Err() != nil {
 		return
