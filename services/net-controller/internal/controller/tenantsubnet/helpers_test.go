@@ -2,10 +2,12 @@ package tenantsubnet_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,4 +73,17 @@ func ownSubnets(ctx context.Context, g Gomega, ns string) []kubeovnv1.Subnet {
 func dropTenantLabel(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	support.DropTenantLabel(ctx, t, k8s, name)
+}
+
+// countVIPs writes Kube-OVN's count of the addresses a Subnet holds without an IP object (VIPs).
+func countVIPs(ctx context.Context, g Gomega, subnet string, n int) {
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"v4usingIPs":%d}}`, n))
+	g.Expect(k8s.Status().Patch(ctx, &kubeovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: subnet}}, patch)).To(Succeed())
+}
+
+// eventuallyReleased waits until a Subnet is deleted.
+func eventuallyReleased(ctx context.Context, g Gomega, subnet string) {
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: subnet}, &kubeovnv1.Subnet{}))
+	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
 }

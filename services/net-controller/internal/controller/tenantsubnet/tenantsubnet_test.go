@@ -309,9 +309,7 @@ func TestAReleaseFromACacheThatHasNotSeenAnAddressKeepsTheSubnet(t *testing.T) {
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding an address was released")
 
 	g.Expect(k8s.Delete(ctx, ip)).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{}))
-	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+	eventuallyReleased(ctx, g, ts.Status.Subnet)
 }
 
 // A release reconciled from a cache whose copy of the Subnet predates Kube-OVN's count of an
@@ -320,12 +318,7 @@ func TestAReleaseFromACacheThatHasNotSeenAVIPKeepsTheSubnet(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
 	create(ctx, t, MakePool("unseenvip", "unseenvip").IPv4(24, "10.74.0.0/24").Obj(), tenantNamespace("tenant-unseenvip", "unseenvip"))
 	ts := readyTenantSubnet(ctx, g, "tenant-unseenvip")
-	sn := &kubeovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: ts.Status.Subnet}}
-	count := func(n int) {
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"v4usingIPs":%d}}`, n))
-		g.Expect(k8s.Status().Patch(ctx, sn, patch)).To(Succeed())
-	}
-	count(1) // Kube-OVN counts a VIP it handed out
+	countVIPs(ctx, g, ts.Status.Subnet, 1) // Kube-OVN counts a VIP it handed out
 	dropTenantLabel(ctx, t, "tenant-unseenvip")
 	// What the cache would answer before it sees the count: the Subnet without it.
 	lagging := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
@@ -342,12 +335,10 @@ func TestAReleaseFromACacheThatHasNotSeenAVIPKeepsTheSubnet(t *testing.T) {
 	r := &tenantsubnet.Reconciler{Client: lagging, APIReader: k8s}
 	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "tenant-unseenvip"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: sn.Name}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding a VIP was released")
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding a VIP was released")
 
-	count(0)
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: sn.Name}, &kubeovnv1.Subnet{}))
-	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+	countVIPs(ctx, g, ts.Status.Subnet, 0)
+	eventuallyReleased(ctx, g, ts.Status.Subnet)
 }
 
 // A release whose read of the Subnet came just before Kube-OVN counted an address it holds
@@ -359,8 +350,7 @@ func TestAReleaseReadJustBeforeAVIPWasCountedKeepsTheSubnet(t *testing.T) {
 	ts := readyTenantSubnet(ctx, g, "tenant-racedvip")
 	before := &kubeovnv1.Subnet{}
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, before)).To(Succeed())
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"v4usingIPs":1}}`))
-	g.Expect(k8s.Status().Patch(ctx, before.DeepCopy(), patch)).To(Succeed()) // Kube-OVN counts a VIP
+	countVIPs(ctx, g, before.Name, 1) // Kube-OVN counts a VIP
 	dropTenantLabel(ctx, t, "tenant-racedvip")
 	// What kube-apiserver answered just before: the Subnet as it was.
 	raced := interceptor.NewClient(k8s.(client.WithWatch), interceptor.Funcs{
@@ -377,10 +367,8 @@ func TestAReleaseReadJustBeforeAVIPWasCountedKeepsTheSubnet(t *testing.T) {
 	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "want a conflict, got %v", err)
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{})).To(Succeed(), "a subnet holding a VIP was released")
 
-	g.Expect(k8s.Status().Patch(ctx, before.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"status":{"v4usingIPs":0}}`)))).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: ts.Status.Subnet}, &kubeovnv1.Subnet{}))
-	}).WithTimeout(timeout).WithPolling(interval).Should(BeTrue())
+	countVIPs(ctx, g, before.Name, 0)
+	eventuallyReleased(ctx, g, ts.Status.Subnet)
 }
 
 // Subnets are cached without their status. Kube-OVN's address counts in it deep-copy by writing
