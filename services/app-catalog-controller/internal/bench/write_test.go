@@ -150,11 +150,13 @@ func controlPlane(b *testing.B) map[string]int {
 type cost struct {
 	cpu   map[string]time.Duration
 	alloc map[string]float64
-	// collections counts kube-apiserver's garbage collections inside the blocks (see during).
-	collections float64
+	// collections counts the garbage collections inside the blocks, by process (see during).
+	collections map[string]float64
 }
 
-func newCost() cost { return cost{cpu: map[string]time.Duration{}, alloc: map[string]float64{}} }
+func newCost() cost {
+	return cost{cpu: map[string]time.Duration{}, alloc: map[string]float64{}, collections: map[string]float64{}}
+}
 
 type costSplit struct{ app, floor cost }
 
@@ -182,19 +184,26 @@ func (c *cost) during(b *testing.B, w *writer, f func()) {
 	}
 	a0 := map[string]float64{kubeAPIServer: w.admin.metric(b, "go_memstats_alloc_bytes_total")}
 	a0[benchProcess] = allocated() // after reading /metrics, which allocates here
+	own0 := collections()
 	cpu0 := cpu()
 	f()
 	for name, v := range cpu() {
 		c.cpu[name] += v - cpu0[name]
 	}
+	c.collections[benchProcess] += collections() - own0
 	c.alloc[benchProcess] += allocated() - a0[benchProcess] // before reading /metrics, which allocates here
 	c.alloc[kubeAPIServer] += w.admin.metric(b, "go_memstats_alloc_bytes_total") - a0[kubeAPIServer]
-	c.collections += w.admin.metric(b, "go_gc_duration_seconds_count") - gc0
+	c.collections[kubeAPIServer] += w.admin.metric(b, "go_gc_duration_seconds_count") - gc0
 }
 
 // allocated is how many bytes this process has allocated on its heap since it started.
-func allocated() float64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+func allocated() float64 { return runtimeMetric("/gc/heap/allocs:bytes") }
+
+// collections is how many garbage collections this process has made since it started.
+func collections() float64 { return runtimeMetric("/gc/cycles/total:gc-cycles") }
+
+func runtimeMetric(name string) float64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	return float64(s[0].Value.Uint64())
 }
@@ -276,7 +285,8 @@ func (w writes) markdown(before, at10k, afterPatches memory, budget int64) strin
 		perApp, perFloor := w.cost.app.alloc[name]/float64(len(w.create)), w.cost.floor.alloc[name]/float64(len(w.floor))
 		fmt.Fprintf(&sb, "| bytes allocated by %s per create: the floor / an app | %.0f KiB / %.0f KiB | reported: %+.0f KiB |\n", name, perFloor/1024, perApp/1024, (perApp-perFloor)/1024)
 	}
-	fmt.Fprintf(&sb, "| garbage collections of kube-apiserver inside the blocks (it collects before each): the floor's / the apps' | %.0f / %.0f | |\n", w.cost.floor.collections, w.cost.app.collections)
+	fmt.Fprintf(&sb, "| garbage collections of kube-apiserver inside the blocks (it collects before each): the floor's / the apps' | %.0f / %.0f | |\n", w.cost.floor.collections[kubeAPIServer], w.cost.app.collections[kubeAPIServer])
+	fmt.Fprintf(&sb, "| garbage collections of the bench process (apps apiserver) inside the blocks: the floor's / the apps' | %.0f / %.0f | |\n", w.cost.floor.collections[benchProcess], w.cost.app.collections[benchProcess])
 	fmt.Fprintf(&sb, "| watch history: before the apps / at 10,000 apps / after 60 patches of one app with 60 KiB of values | %s (%.0f) / %s (%.0f) / %s (%.0f changes) | ≤ %s (`--watch-history-bytes`) |\n",
 		mib(before.historyBytes), before.historyChanges, mib(at10k.historyBytes), at10k.historyChanges, mib(afterPatches.historyBytes), afterPatches.historyChanges, mib(float64(budget)))
 	fmt.Fprintf(&sb, "| Go heap in use (bench process, apps apiserver included): before the apps / at 10,000 apps / after the 60 patches | %s / %s / %s | bounded: the history's budget plus one copy of each app |\n\n",
