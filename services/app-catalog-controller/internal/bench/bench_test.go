@@ -197,7 +197,9 @@ in: with 4,000 creates of each kind, a collection or two more or less on one sid
 by a few hundredths. Since the second change of 2026-12-06 the blocks are twice as many, 8,000
 creates of each kind, which halves that variance. In the first runs with the bench process's
 collections counted, 4,000 creates gave 1.09× and 1.12× (2 / 4 and 1 / 4 collections, floor /
-apps; one more run, before the count, 1.17×), 8,000 gave 1.11× and 1.13× (4 / 5 and 2 / 6). Until
+apps; one more run, before the count, 1.17×). Seven runs with 8,000 (six ` + "`BENCH_ONLY=create`" + `, one
+whole section) gave 1.10–1.16×, median 1.11×, and a mean-latency ratio of 1.10–1.16×, median
+1.12×; the apps' blocks had 4 to 8 of the bench process's collections, the floor's 1 to 4. Until
 2026-12-05 the floor was the direct create of a HelmRelease without the app labels (which no watcher
 but kube-apiserver's own cache receives) plus the latency of an idle GET's hop: under load that left
 out the hop's own CPU and the watch events any write of that HelmRelease causes, and put the ratio
