@@ -5,10 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,6 +113,29 @@ func RegisterAPIService(ctx context.Context, c client.Client, ns, group, version
 		}
 	}
 	return nil
+}
+
+// WaitServing waits until the aggregated API server on 127.0.0.1:port answers its /readyz with 200
+// (it serves once its caches are in). Register it only then: the aggregator checks a server as
+// soon as the APIService names it, and marks one that does not answer yet unavailable for a
+// while, so that a server restarted on a new port answered 503 right after its APIService, still
+// Available from before, said it was.
+func WaitServing(ctx context.Context, port int) error {
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // its own self-signed certificate
+	defer hc.CloseIdleConnections()
+	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
 }
 
 // WaitAPIServiceAvailable waits until kube-apiserver reports the APIService name (version.group)

@@ -131,6 +131,9 @@ func startUsageAPI(ctx context.Context, dir string) error {
 			fmt.Fprintln(os.Stderr, "usage-api:", err)
 		}
 	}()
+	if err := testenv.WaitServing(ctx, port); err != nil {
+		return err
+	}
 	if err := testenv.RegisterAPIService(ctx, kube, "flotilla-system", usagev1.GroupVersion.Group, usagev1.GroupVersion.Version, port); err != nil {
 		return err
 	}

@@ -4,14 +4,10 @@ package apiservertest
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
@@ -57,33 +53,11 @@ func StartWith(ctx context.Context, env *testenv.Env, dir string, kube *rest.Con
 			fmt.Fprintln(os.Stderr, "apps apiserver:", err)
 		}
 	}()
-	// The aggregator checks a server as soon as the APIService names it, and one that does not
-	// answer yet (it serves once its caches are in) is marked unavailable for a while: a restart
-	// then answered 503 right after the APIService was reported Available.
-	if err := waitReady(ctx, port); err != nil {
+	if err := testenv.WaitServing(ctx, port); err != nil {
 		return 0, err
 	}
 	if err := testenv.RegisterAPIService(ctx, env.Client, Namespace, "apps.flotilla.dev", "v1alpha1", port); err != nil {
 		return 0, err
 	}
 	return port, testenv.WaitAPIServiceAvailable(ctx, env.Client, apiserver.APIServiceName)
-}
-
-// waitReady waits until the server on 127.0.0.1:port answers its /readyz with 200.
-func waitReady(ctx context.Context, port int) error {
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // its own self-signed certificate
-	defer hc.CloseIdleConnections()
-	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
 }
