@@ -122,6 +122,72 @@ func TestUpdatesRatchetAsForCRD(t *testing.T) {
 	}
 }
 
+// The catalog's own policy does not ratchet: once the definition forbids a value an app was
+// written with, a tenant admin's update that leaves it as it was is refused, naming the path, and
+// the app keeps what it had. Only an update that removes the value passes.
+func TestTheCatalogsPolicyDoesNotRatchet(t *testing.T) {
+	ctx := context.Background()
+	def := testDefinition(t, "Perch", "perches", func(d *catalogv1.ApplicationDefinition) {
+		d.Spec.Schema.Raw = []byte(`{"type":"object","properties":{"image":{"type":"string"},"note":{"type":"string"}}}`)
+	})
+	if err := kube.Create(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), def) })
+	waitDiscovered(t, "perches", true)
+	ns := tenantNamespace(t, "perches")
+	mallory := tenantAdmin(t, ns, "mallory").Resource(schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "perches"}).Namespace(ns)
+	perch := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"image": "evil", "note": "a"}}}
+	perch.SetAPIVersion("apps.flotilla.dev/v1alpha1")
+	perch.SetKind("Perch")
+	perch.SetName("p")
+	if _, err := mallory.Create(ctx, perch, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &catalogv1.ApplicationDefinition{}
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(def), cur); err != nil {
+			return err
+		}
+		cur.Spec.ForbiddenPaths = []string{"image"}
+		return kube.Update(ctx, cur)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	probe := perch.DeepCopy()
+	probe.SetName("probe")
+	eventually(t, 30*time.Second, "the definition forbidding spec.image", func() (bool, error) {
+		_, err := mallory.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err), nil
+	})
+
+	update := func(change func(spec map[string]any)) string {
+		return outcomeWithFields(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			u, err := mallory.Get(ctx, "p", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(u.Object["spec"].(map[string]any))
+			_, err = mallory.Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		}))
+	}
+	if got, want := update(func(s map[string]any) { s["note"] = "b" }), "422 Invalid [spec.image]"; got != want {
+		t.Fatalf("an update leaving the forbidden image as it was: %s, want %s", got, want)
+	}
+	u, err := mallory.Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if note, _, _ := unstructured.NestedString(u.Object, "spec", "note"); note != "a" {
+		t.Fatalf("a refused update changed the app: note %q", note)
+	}
+	if got := update(func(s map[string]any) { delete(s, "image"); s["note"] = "b" }); got != "ok" {
+		t.Fatalf("an update removing the forbidden image: %s, want ok", got)
+	}
+}
+
 // outcomeWithFields is result(err) with the fields an Invalid error names.
 func outcomeWithFields(err error) string {
 	out := result(err)
