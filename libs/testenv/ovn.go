@@ -22,13 +22,20 @@ type OVN struct {
 	Root string
 	// Dir holds the databases, sockets and logs.
 	Dir   string
-	procs map[string]*process
+	procs map[string]*Process
 	own   bool
 }
 
 // OVNRoot fetches OVN into the cache when missing and returns where it was unpacked.
-func OVNRoot() (string, error) {
-	script, err := builderScript("ovn.sh")
+func OVNRoot() (string, error) { return debsRoot("ovn.sh") }
+
+// NodeDebsRoot fetches what a real node takes from Debian (runc, iptables, busybox) into the cache
+// when missing and returns where it was unpacked (libs/builder/node-debs.sh).
+func NodeDebsRoot() (string, error) { return debsRoot("node-debs.sh") }
+
+// debsRoot runs a script of libs/builder that unpacks Debian packages and returns their root.
+func debsRoot(name string) (string, error) {
+	script, err := builderScript(name)
 	if err != nil {
 		return "", err
 	}
@@ -41,24 +48,27 @@ func OVNRoot() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// builderScript finds a script of libs/builder: beside this source file, or, in a binary built
-// with -trimpath (localcp in make demo), above the working directory.
-func builderScript(name string) (string, error) {
+// builderScript finds a script of libs/builder.
+func builderScript(name string) (string, error) { return RepoPath("libs/builder/" + name) }
+
+// RepoPath finds rel (a path from the repository's root): beside this package's source, or, in a
+// binary built with -trimpath (localcp in make demo), above the working directory.
+func RepoPath(rel string) (string, error) {
 	if _, here, _, ok := runtime.Caller(0); ok && filepath.IsAbs(here) {
-		return filepath.Join(filepath.Dir(here), "..", "builder", name), nil
+		return filepath.Join(filepath.Dir(here), "..", "..", rel), nil
 	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, "libs", "builder", name)
+		p := filepath.Join(dir, rel)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("libs/builder/%s not found above the working directory", name)
+			return "", fmt.Errorf("%s not found above the working directory", rel)
 		}
 		dir = parent
 	}
@@ -71,7 +81,7 @@ func StartOVN(dir string) (*OVN, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &OVN{Root: root, Dir: dir, procs: map[string]*process{}}
+	o := &OVN{Root: root, Dir: dir, procs: map[string]*Process{}}
 	if dir == "" {
 		if o.Dir, err = os.MkdirTemp("", "ovn"); err != nil {
 			return nil, err
@@ -156,10 +166,10 @@ func (o *OVN) Trace(args ...string) (string, error) {
 func (o *OVN) Stop() error {
 	for _, name := range []string{"northd", "sb", "nb"} {
 		if p := o.procs[name]; p != nil {
-			p.stop()
+			p.Stop()
 		}
 	}
-	o.procs = map[string]*process{}
+	o.procs = map[string]*Process{}
 	if o.own {
 		return os.RemoveAll(o.Dir)
 	}
@@ -199,6 +209,6 @@ func (o *OVN) start(name, bin string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return errors.Join(fmt.Errorf("starting %s: %w", bin, err), logf.Close())
 	}
-	o.procs[name] = &process{cmd: cmd, log: logf}
+	o.procs[name] = &Process{cmd: cmd, log: logf}
 	return nil
 }

@@ -26,8 +26,8 @@ func BuildProgram(ctx context.Context, dir, pkg, out string) error {
 	return nil
 }
 
-// process is a helper binary run beside the control plane, logging to a file.
-type process struct {
+// Process is a helper binary run beside the control plane, logging to a file.
+type Process struct {
 	cmd *exec.Cmd
 	log *os.File
 }
@@ -50,7 +50,7 @@ func (e *Env) StartBinary(path, logDir string, env []string, args ...string) err
 	if err != nil {
 		return err
 	}
-	p, err := startProcess(path, filepath.Join(logDir, name+".log"), append([]string{"KUBECONFIG=" + kubeconfig}, env...), args...)
+	p, err := StartLogged(path, filepath.Join(logDir, name+".log"), append([]string{"KUBECONFIG=" + kubeconfig}, env...), args...)
 	if err != nil {
 		return err
 	}
@@ -58,9 +58,9 @@ func (e *Env) StartBinary(path, logDir string, env []string, args ...string) err
 	return nil
 }
 
-// startProcess runs path with args and env (beside the test's own), appending its output to
+// StartLogged runs path with args and env (beside the test's own), appending its output to
 // logPath; it dies with the test.
-func startProcess(path, logPath string, env []string, args ...string) (*process, error) {
+func StartLogged(path, logPath string, env []string, args ...string) (*Process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func startProcess(path, logPath string, env []string, args ...string) (*process,
 	if err := cmd.Start(); err != nil {
 		return nil, errors.Join(fmt.Errorf("starting %s: %w", filepath.Base(path), err), logf.Close())
 	}
-	return &process{cmd: cmd, log: logf}, nil
+	return &Process{cmd: cmd, log: logf}, nil
 }
 
 // AdminKubeconfig writes a kubeconfig for a new system:masters user to <dir>/<name>.kubeconfig.
@@ -92,7 +92,11 @@ func (e *Env) AdminKubeconfig(name, dir string) (string, error) {
 // kubeconfigPath is where AdminKubeconfig (and so StartProcess) writes name's kubeconfig.
 func kubeconfigPath(dir, name string) string { return filepath.Join(dir, name+".kubeconfig") }
 
-func (p *process) stop() {
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stop stops the process: SIGTERM, and SIGKILL ten seconds later.
+func (p *Process) Stop() {
 	if p.cmd.Process == nil {
 		return
 	}

@@ -10,10 +10,10 @@ import (
 )
 
 // Scheduler is a kube-scheduler started by StartScheduler.
-type Scheduler struct{ p *process }
+type Scheduler struct{ p *Process }
 
 // Stop stops the scheduler.
-func (s *Scheduler) Stop() { s.p.stop() }
+func (s *Scheduler) Stop() { s.p.Stop() }
 
 // SchedulerOptions configure StartScheduler.
 type SchedulerOptions struct {

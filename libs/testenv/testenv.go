@@ -56,6 +56,12 @@ type Options struct {
 	// Aggregation configures kube-apiserver's front proxy, for aggregated API servers
 	// (see RegisterAPIService).
 	Aggregation bool
+	// Node makes the control plane reachable from a real node (package node) on a NodeNetwork
+	// of its own (configureNodeReach), and kube-controller-manager run every controller a node's
+	// pods need (Deployments, Services' endpoints, ServiceAccounts, …). Needs root.
+	Node bool
+	// NodeIndex asks for that NodeNetwork index (the demo's is fixed); 0 takes the lowest free.
+	NodeIndex int
 }
 
 // Env is a running control plane.
@@ -63,8 +69,10 @@ type Env struct {
 	*envtest.Environment
 	Config *rest.Config
 	Client client.Client
-	tmp    string
-	procs  []*process
+	// NodeNet is the network a real node joins, when Options.Node.
+	NodeNet *NodeNetwork
+	tmp     string
+	procs   []*Process
 }
 
 // Start starts etcd and kube-apiserver (and kube-controller-manager when asked), installs CRDs and
@@ -107,11 +115,32 @@ func Start(o Options) (*Env, error) {
 			return nil, err
 		}
 	}
+	var nodeNet *NodeNetwork
+	if o.Node {
+		if nodeNet, err = allocateNodeNetwork(o.NodeIndex); err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(o.DataDir, "pki")
+		if o.DataDir == "" {
+			if dir, err = os.MkdirTemp(tmp, "flotilla-pki-"); err != nil {
+				return nil, err
+			}
+			if tmp == "" {
+				tmp = dir
+			}
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := configureNodeReach(env, nodeNet, dir); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("starting control plane: %w", err), env.Stop())
 	}
-	e := &Env{Environment: env, Config: cfg, tmp: tmp}
+	e := &Env{Environment: env, Config: cfg, NodeNet: nodeNet, tmp: tmp}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: o.Scheme}); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
@@ -131,27 +160,38 @@ func (e *Env) StartControllerManager(dataDir string) error {
 	if dir == "" {
 		dir = e.ControlPlane.APIServer.CertDir
 	}
+	controllers := []string{"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller,resourcequota-controller"}
+	if e.NodeNet != nil {
+		// Everything a node's pods need, as on a real cluster: the ServiceAccount and token
+		// controllers, kube-root-ca.crt in every namespace, workloads, Services' endpoints, …
+		certs := e.ControlPlane.APIServer.CertDir
+		controllers = []string{"--controllers=*", "--root-ca-file=" + NodeCAFile(certs),
+			"--service-account-private-key-file=" + filepath.Join(certs, "sa-signer.key")}
+	}
 	// kube-controller-manager ignores $KUBECONFIG: it is given the file StartProcess writes.
-	return e.StartProcess("kube-controller-manager", dir, nil,
+	return e.StartProcess("kube-controller-manager", dir, nil, append(controllers,
 		"--kubeconfig="+kubeconfigPath(dir, "kube-controller-manager"),
-		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller,resourcequota-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
 		"--namespace-sync-period=10s",
 		"--concurrent-namespace-syncs=5",
-	)
+	)...)
 }
 
 // Stop stops everything Start started.
 func (e *Env) Stop() error {
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		e.procs[i].stop()
+		e.procs[i].Stop()
 	}
+	err := e.Environment.Stop()
 	if e.tmp != "" {
 		_ = os.RemoveAll(e.tmp)
 	}
-	return e.Environment.Stop()
+	if e.NodeNet != nil {
+		_ = e.NodeNet.lock.Close()
+	}
+	return err
 }
 
 // As returns a client that impersonates user in groups, for RBAC checks.

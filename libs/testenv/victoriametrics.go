@@ -15,7 +15,7 @@ import (
 type VictoriaMetrics struct {
 	// URL is its HTTP address, http://127.0.0.1:<port>.
 	URL  string
-	p    *process
+	p    *Process
 	dir  string
 	args []string
 }
@@ -61,7 +61,7 @@ func StartVictoriaMetrics(dir string, o VictoriaMetricsOptions) (*VictoriaMetric
 }
 
 func (vm *VictoriaMetrics) start() error {
-	p, err := startProcess(vm.args[0], filepath.Join(vm.dir, "victoria-metrics.log"), nil, vm.args[1:]...)
+	p, err := StartLogged(vm.args[0], filepath.Join(vm.dir, "victoria-metrics.log"), nil, vm.args[1:]...)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (vm *VictoriaMetrics) start() error {
 }
 
 // Stop stops VictoriaMetrics; its data stays.
-func (vm *VictoriaMetrics) Stop() { vm.p.stop() }
+func (vm *VictoriaMetrics) Stop() { vm.p.Stop() }
 
 // Restart stops and starts it again on the same port and data.
 func (vm *VictoriaMetrics) Restart() error {
