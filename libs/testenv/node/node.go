@@ -30,7 +30,7 @@ import (
 type Options struct {
 	// Dir holds the node's state: containerd's, kubelet's, the registry's, the logs.
 	Dir string
-	// Name is the Node's name; "node-<network index>" when empty.
+	// Name is the Node's name; "worker-<network index>" when empty.
 	Name string
 }
 
@@ -43,11 +43,19 @@ type Node struct {
 	Registry string
 	// Images are the node's own images in Registry, by name (pause, coredns).
 	Images map[string]string
+	// Steps are how long each step of Start took, in order.
+	Steps []Step
 
 	env    *testenv.Env
 	debs   string
 	holder *testenv.Process
 	procs  []*testenv.Process
+}
+
+// Step is one step of Start and how long it took.
+type Step struct {
+	Name string
+	Took time.Duration
 }
 
 // Start starts a node for env and waits until it is Ready and CoreDNS answers.
@@ -57,7 +65,7 @@ func Start(ctx context.Context, env *testenv.Env, o Options) (_ *Node, err error
 	}
 	n := &Node{Name: o.Name, Net: env.NodeNet, Dir: o.Dir, Registry: env.NodeNet.RegistryAddr(), env: env}
 	if n.Name == "" {
-		n.Name = fmt.Sprintf("node-%d", n.Net.Index)
+		n.Name = fmt.Sprintf("worker-%d", n.Net.Index)
 	}
 	defer func() {
 		if err != nil {
@@ -83,29 +91,24 @@ func Start(ctx context.Context, env *testenv.Env, o Options) (_ *Node, err error
 	if err := makeCgroup(n.Net.CgroupParent() + "/runtime"); err != nil {
 		return nil, err
 	}
-	if err := n.startNamespaces(); err != nil {
-		return nil, err
-	}
-	if err := n.startRegistry(bin); err != nil {
-		return nil, err
-	}
-	if n.Images, err = n.pushNodeImages(ctx, bin); err != nil {
-		return nil, err
-	}
-	if err := n.startContainerd(bin); err != nil {
-		return nil, err
-	}
-	if err := n.startKubelet(ctx, bin); err != nil {
-		return nil, err
-	}
-	if err := n.startKubeProxy(ctx, bin); err != nil {
-		return nil, err
-	}
-	if err := n.waitReady(ctx); err != nil {
-		return nil, err
-	}
-	if err := n.startDNS(ctx); err != nil {
-		return nil, err
+	for _, step := range []struct {
+		name string
+		run  func() error
+	}{
+		{"namespaces and link", n.startNamespaces},
+		{"registry", func() error { return n.startRegistry(bin) }},
+		{"node images", func() (err error) { n.Images, err = n.pushNodeImages(ctx, bin); return err }},
+		{"containerd", func() error { return n.startContainerd(bin) }},
+		{"kubelet", func() error { return n.startKubelet(ctx, bin) }},
+		{"kube-proxy", func() error { return n.startKubeProxy(ctx, bin) }},
+		{"Ready", func() error { return n.waitReady(ctx) }},
+		{"CoreDNS available", func() error { return n.startDNS(ctx) }},
+	} {
+		t0 := time.Now()
+		if err := step.run(); err != nil {
+			return nil, err
+		}
+		n.Steps = append(n.Steps, Step{step.name, time.Since(t0)})
 	}
 	return n, nil
 }
