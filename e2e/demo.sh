@@ -118,6 +118,7 @@ stages=(
   "net: net-controller=./services/net-controller/cmd net-agent=./services/net-controller/cmd/agent"
   "cluster: cluster-api-manager kubeadm-bootstrap-manager cluster-controller=./services/cluster-controller/cmd local-provider=./services/cluster-controller/cmd/local-provider"
   "usage: victoria-metrics kube-state-metrics usage-api=./services/usage-api/cmd"
+  "node: kubelet kube-proxy containerd containerd-shim-runc-v2 cni-ptp cni-host-local cni-loopback registry coredns"
 )
 
 # build_items ITEM...: the builder's binaries in one build.sh call, then this repository's programs
@@ -193,10 +194,6 @@ down() {
   say "stopped (state kept in .local/; rm -rf .local to start afresh)"
 }
 
-# node_agent: the net-controller's node agent for node-1, managing a network namespace of its own
-# (no real node runs here) that has a second interface, as a multi-NIC server would; it applies the
-# example RoutingPolicy there and reports in node-1's NodeRouting. Needs root (a veth into the
-# namespace) and iproute2; skipped otherwise.
 usage_api() {
   local scrape=$state/victoria-metrics-scrape.yaml
   cat > "$scrape" <<YAML
@@ -248,6 +245,28 @@ YAML
   echo
 }
 
+# real_node: the real node localcp starts once its stage is built (root only), and what it runs.
+real_node() {
+  if [[ $EUID -ne 0 ]]; then
+    say "a real node: skipped (kubelet and containerd need root)"
+    return
+  fi
+  await node
+  local name
+  name=worker-$(cat "$state/node-index")
+  say "a real node: $name (kubelet, containerd with runc, kube-proxy, CoreDNS; images from its registry only)"
+  kubectl wait --for=create "node/$name" --timeout=120s >/dev/null
+  kubectl wait --for=condition=Ready "node/$name" --timeout=180s >/dev/null
+  kubectl wait -n kube-system deployment/coredns --for=condition=Available --timeout=180s >/dev/null
+  kubectl get node "$name" -o wide
+  kubectl get pods -n kube-system -o wide
+  echo
+}
+
+# node_agent: the net-controller's node agent for node-1 (one of the Nodes the demo makes by hand),
+# managing a network namespace of its own that has a second interface, as a multi-NIC server would;
+# it applies the example RoutingPolicy there and reports in node-1's NodeRouting. Needs root (a veth
+# into the namespace) and iproute2; skipped otherwise.
 node_agent() {
   if [[ $EUID -ne 0 ]] || ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; then
     say "policy routing: skipped (the demo's node namespace needs root and iproute2)"
@@ -395,6 +414,7 @@ join_cluster() {
   start_service cluster-controller
 }
 join_usage() { usage_api; }
+join_node() { :; } # localcp starts the node once its binaries are built
 
 # join: starts the parts of every stage built by now and not started yet, so that each part runs as
 # early as it can, whatever the demo shows at that moment.
@@ -439,6 +459,9 @@ up() {
   crds+="$capi_dir/config/crd/bases,$capi_dir/bootstrap/kubeadm/config/crd/bases,$(moddir "$capk")/config/crd/bases,"
   crds+="$root/services/cluster-controller/test/crds/kamaji,"
   hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
+  # A real node (kubelet, containerd, kube-proxy, CoreDNS) needs root: namespaces, cgroups, mounts.
+  node_flag=()
+  [[ $EUID -eq 0 ]] && node_flag=(--node)
   if ! alive "$state/localcp.pid"; then
     say "starting the control plane (etcd, kube-apiserver; kube-controller-manager, Flux, the Helm repository and kube-scheduler once built)"
     rm -f "$state/kubeconfig"
@@ -447,7 +470,7 @@ up() {
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port,usage.flotilla.dev/v1alpha1=$usage_port" \
       --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/usage-api/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
       --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
-      --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin \
+      --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin "${node_flag[@]}" \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
     for _ in $(seq 900); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done
@@ -598,6 +621,7 @@ YAML
   node_agent
   await usage
   usage_report
+  real_node
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     sort | awk -F'\t' 'BEGIN{printf "%-28s %-22s %-26s %s\n","TENANT","NAMESPACE","HOST","READY"}

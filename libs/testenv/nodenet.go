@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -194,29 +195,53 @@ func ensureServiceAccountKey(dir string) error {
 	return os.WriteFile(keyPath, keyPEM, 0o600)
 }
 
-// writeSigned writes <dir>/<name>.crt and .key: tmpl with a new key, signed by ca for ten years.
+// writeSigned writes <dir>/<name>.crt and .key: tmpl with a new key, signed by ca.
 func writeSigned(dir, name string, tmpl *x509.Certificate, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	crt, key, err := sign(tmpl, ca, caKey)
 	if err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(dir, name+".key"), key, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+".crt"), crt, 0o644)
+}
+
+// sign returns tmpl with a new key, signed by ca for ten years, and that key, in PEM.
+func sign(tmpl *x509.Certificate, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (crtPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	now := time.Now()
 	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial, now.Add(-time.Hour), now.Add(10*365*24*time.Hour)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if keyPEM, err = keyutil.MarshalPrivateKeyToPEM(key); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: cert.CertificateBlockType, Bytes: der}), keyPEM, nil
+}
+
+// NodeServingCert is a serving certificate for ips signed by the node CA of a control plane with a
+// node (certDir is its kube-apiserver's): what the node's containerd and the control plane's
+// processes trust, for a server on the node's link (an image registry's mirror, say).
+func NodeServingCert(certDir string, ips ...net.IP) (tls.Certificate, error) {
+	ca, caKey, err := loadOrMakeCA(certDir)
 	if err != nil {
-		return err
+		return tls.Certificate{}, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".key"), keyPEM, 0o600); err != nil {
-		return err
+	crt, key, err := sign(&x509.Certificate{Subject: pkix.Name{CommonName: ips[0].String()}, IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, caKey)
+	if err != nil {
+		return tls.Certificate{}, err
 	}
-	return os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: cert.CertificateBlockType, Bytes: der}), 0o644)
+	return tls.X509KeyPair(crt, key)
 }

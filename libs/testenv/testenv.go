@@ -163,9 +163,11 @@ func (e *Env) StartControllerManager(dataDir string) error {
 	controllers := []string{"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller,persistentvolumeclaim-protection-controller,resourcequota-controller"}
 	if e.NodeNet != nil {
 		// Everything a node's pods need, as on a real cluster: the ServiceAccount and token
-		// controllers, kube-root-ca.crt in every namespace, workloads, Services' endpoints, …
+		// controllers, kube-root-ca.crt in every namespace, workloads, Services' endpoints, node
+		// lifecycle (a starting node's not-ready taint). A Node that no kubelet ever reported for
+		// (those tests and the demo make by hand) is never marked unreachable.
 		certs := e.ControlPlane.APIServer.CertDir
-		controllers = []string{"--controllers=*", "--root-ca-file=" + NodeCAFile(certs),
+		controllers = []string{"--controllers=*", "--node-startup-grace-period=87600h", "--root-ca-file=" + NodeCAFile(certs),
 			"--service-account-private-key-file=" + filepath.Join(certs, "sa-signer.key")}
 	}
 	// kube-controller-manager ignores $KUBECONFIG: it is given the file StartProcess writes.

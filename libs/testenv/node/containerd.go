@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 )
 
 // containerdConfig is containerd 2's configuration for the node: its state under the node's
@@ -64,6 +66,18 @@ const cniConfig = `{
 const registryHosts = `[host."http://%s"]
   capabilities = ["pull", "resolve"]
 `
+
+// TrustRegistry lets containerd pull from the registry at host (host:port) over TLS, trusting the
+// node CA (testenv.NodeServingCert): a registry mirror a test or the demo serves on the node's link.
+// containerd reads it at the next pull.
+func (n *Node) TrustRegistry(host string) error {
+	dir := filepath.Join(n.Dir, "containerd", "certs.d", host)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "hosts.toml"), fmt.Appendf(nil, "server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n",
+		"https://"+host, "https://"+host, testenv.NodeCAFile(n.env.ControlPlane.APIServer.CertDir)), 0o644)
+}
 
 // socket is containerd's CRI endpoint.
 func (n *Node) socket() string { return filepath.Join(n.Dir, "containerd", "containerd.sock") }

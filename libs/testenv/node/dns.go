@@ -33,7 +33,7 @@ const corefile = `.:1053 {
 `
 
 // startDNS deploys CoreDNS as a cluster does (kube-system/coredns behind the kube-dns Service at
-// the cluster DNS address kubelet hands every pod) and waits for it to be available.
+// the cluster DNS address kubelet hands every pod), on this node, and waits for it to be available.
 func (n *Node) startDNS(ctx context.Context) error {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	meta := func(name string) metav1.ObjectMeta {
@@ -60,8 +60,10 @@ func (n *Node) startDNS(ctx context.Context) error {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				ServiceAccountName: "coredns",
-				DNSPolicy:          corev1.DNSDefault,
-				PriorityClassName:  "system-cluster-critical",
+				// On this node: the Nodes a demo or a test makes by hand run nothing.
+				NodeSelector:      map[string]string{corev1.LabelHostname: n.Name},
+				DNSPolicy:         corev1.DNSDefault,
+				PriorityClassName: "system-cluster-critical",
 				Containers: []corev1.Container{{
 					Name: "coredns", Image: n.Images["coredns"], Args: []string{"-conf", "/etc/coredns/Corefile"},
 					Ports:           []corev1.ContainerPort{{Name: "dns", ContainerPort: 1053, Protocol: corev1.ProtocolUDP}, {Name: "dns-tcp", ContainerPort: 1053, Protocol: corev1.ProtocolTCP}},

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
+	"github.com/flotilla-dev/flotilla/libs/testenv/node"
 )
 
 func main() {
@@ -54,11 +55,12 @@ func main() {
 	scheduler := flag.Bool("scheduler", false, "Run kube-scheduler (every node scored), Nodes being made by hand.")
 	extenders := flag.String("scheduler-extenders", "", "Comma-separated URLs of kube-scheduler extenders (filter, prioritize; ignorable), with --scheduler.")
 	schedulerMetrics := flag.Int("scheduler-metrics-port", 0, "Port on 127.0.0.1 where kube-scheduler serves /metrics/resources to anyone (HTTPS), with --scheduler; 0: none.")
+	realNode := flag.Bool("node", false, "Run a real node (containerd, kubelet, kube-proxy, CoreDNS; libs/testenv/node) once its binaries are built, with its state in <dir>/node. Needs root. The node's network index is kept in <dir>/node-index.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
 		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices),
-		users: split(*users), scheduler: *scheduler, extenders: split(*extenders), schedulerMetrics: *schedulerMetrics, ovn: *ovn}
+		users: split(*users), scheduler: *scheduler, extenders: split(*extenders), schedulerMetrics: *schedulerMetrics, ovn: *ovn, node: *realNode}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
@@ -77,7 +79,7 @@ type options struct {
 	crds, webhooks, apply, moduleCRDs []string
 	charts, apiServices, users        []string
 	extenders                         []string
-	scheduler, ovn                    bool
+	scheduler, ovn, node              bool
 	webhookPort, chartsPort           int
 	schedulerMetrics                  int
 	flux                              bool
@@ -99,14 +101,30 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	env, err := testenv.Start(testenv.Options{CRDDirs: append(o.crds, modules...), Webhooks: hooks, MutatingWebhooks: mutating, WebhookPort: o.webhookPort,
-		Aggregation: true, DataDir: dir})
+	// A node's network is the one the state was made with (its Services' addresses are in etcd).
+	index, err := nodeIndex(dir, o.node)
 	if err != nil {
 		return err
+	}
+	env, err := testenv.Start(testenv.Options{CRDDirs: append(o.crds, modules...), Webhooks: hooks, MutatingWebhooks: mutating, WebhookPort: o.webhookPort,
+		Aggregation: true, DataDir: dir, Node: o.node, NodeIndex: index})
+	if err != nil {
+		return err
+	}
+	if o.node {
+		if err := os.WriteFile(filepath.Join(dir, "node-index"), []byte(strconv.Itoa(env.NodeNet.Index)), 0o600); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	defer func() { _ = env.Stop() }()
+	var realNode *node.Node // stopped before the control plane: its containers go with it
+	defer func() {
+		if realNode != nil {
+			realNode.Stop()
+		}
+	}()
 	defer mu.Lock() // after cancel: a start under way ends before the processes are stopped
 	defer cancel()
 	if err := servePorts(ctx, env, ports); err != nil {
@@ -167,7 +185,7 @@ func run(o options) error {
 	go func() {
 		mu.Lock()
 		defer mu.Unlock()
-		later <- startLater(ctx, env, dir, o)
+		later <- startLater(ctx, env, dir, o, &realNode)
 	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -183,9 +201,9 @@ func run(o options) error {
 	return nil
 }
 
-// startLater starts kube-controller-manager, Flux, the Helm repository and kube-scheduler, in that
-// order, each once the builder has built what it runs (at once when it has).
-func startLater(ctx context.Context, env *testenv.Env, dir string, o options) error {
+// startLater starts kube-controller-manager, Flux, the Helm repository, kube-scheduler and the real
+// node, in that order, each once the builder has built what it runs (at once when it has).
+func startLater(ctx context.Context, env *testenv.Env, dir string, o options, realNode **node.Node) error {
 	// Until it runs, namespaces are not deleted, garbage is not collected, ResourceQuotas have no
 	// status (quota admission refuses pods under one) and the tenant roles aggregate no rules.
 	if err := built(ctx, "kube-controller-manager"); err != nil {
@@ -236,7 +254,32 @@ func startLater(ctx context.Context, env *testenv.Env, dir string, o options) er
 		}
 		fmt.Println("kube-scheduler started")
 	}
+	if o.node {
+		if err := built(ctx, "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "cni-ptp", "cni-host-local", "cni-loopback", "registry", "coredns"); err != nil {
+			return err
+		}
+		start := time.Now()
+		n, err := node.Start(ctx, env, node.Options{Dir: filepath.Join(dir, "node")})
+		if err != nil {
+			return err
+		}
+		*realNode = n
+		fmt.Printf("node %s Ready with CoreDNS in %.1fs, its images from the registry at %s\n", n.Name, time.Since(start).Seconds(), n.Registry)
+	}
 	return nil
+}
+
+// nodeIndex is the node network index the state in dir was made with, 0 (the lowest free) for new
+// state, or none without a node.
+func nodeIndex(dir string, withNode bool) (int, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "node-index"))
+	if os.IsNotExist(err) || !withNode {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(raw)))
 }
 
 // built waits until the builder's binaries of these names exist (build.sh links them before it
