@@ -36,7 +36,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address net/http/pprof binds to, for profiling; empty disables it.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
-	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port the admission webhook server listens on; 0 disables it.")
+	// 0 by default: a webhook server that serves nothing would never start, and the readiness
+	// probe waits for it. A service with webhooks is given its port (by its chart, say).
+	fs.IntVar(&o.WebhookPort, "webhook-port", 0, "Port the admission webhook server listens on; 0 (the default) disables it.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server.")
 	o.Zap.BindFlags(fs)
 }

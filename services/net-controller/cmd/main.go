@@ -37,7 +37,6 @@ func main() {
 	flag.IntVar(&nw.concurrency, "network-concurrency", 64, "TenantNetworks reconciled in parallel. A reconcile mostly waits on OVN, and the OVN changes of those in flight share one transaction: more of them, fewer and larger transactions for ovn-northd to recompute after.")
 	metallbNS := flag.String("metallb-namespace", "", "MetalLB's namespace, where tenants' IPAddressPools and the pools' L2Advertisements are written; empty leaves LoadBalancerPools alone (MetalLB is not installed).")
 	flag.Parse()
-	opts.WebhookPort = 0 // validation is in the CRDs' schemas; there is no webhook
 
 	if err := run(opts, *concurrency, nw, *metallbNS); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Net controller failed")
