@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
-	"encoding/pem"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -36,35 +39,29 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/release"
 	"github.com/flotilla-dev/flotilla/libs/testenv"
+	"github.com/flotilla-dev/flotilla/libs/testenv/node"
 )
 
 // A platform without internet access installs Flotilla from its registry mirror alone: a release
-// built here (for this machine's platform), loaded from its offline bundle into a registry on
-// loopback, installed by the real source-, kustomize- and helm-controller from nothing but the
+// built here (for this machine's platform), loaded from its offline bundle into a registry on the
+// node's link, installed by the real source-, kustomize- and helm-controller from nothing but the
 // bootstrap objects a platform team commits (deploy/flux/clusters/production, with the mirror's
 // prefix set), then upgraded to the next release the same way.
 //
-// No kubelet runs here: a stand-in plays the deployment and daemonset controllers and the kubelet
-// by reporting each workload rolled out, so that Flux's health checks pass as on a real cluster.
+// The platform runs as pods on a real node (libs/testenv/node): containerd pulls every image from
+// the mirror by the release's digest, Flux's health checks wait for real rollouts, and every
+// Flotilla pod must be Ready without a restart and its webhooks answer through their Services.
 func TestAirGappedInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a release")
 	}
+	if os.Geteuid() != 0 {
+		t.Skip("installs onto a real node, which needs root: CI runs as root")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
-	// The mirror serves TLS with a certificate of its own CA, which source-controller is given.
-	reg := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	defer reg.Close()
-	mirror := strings.TrimPrefix(reg.URL, "https://") + "/mirror/flotilla"
-	ca := filepath.Join(t.TempDir(), "mirror-ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: reg.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	push := remote.WithTransport(reg.Client().Transport)
-
 	first := buildRelease(ctx, t, "1.0.0")
-	loadBundle(ctx, t, first, mirror, push)
 
 	crds, err := testenv.ModuleCRDDirs(append(testenv.FluxModules, testenv.KustomizeModule)...)
 	if err != nil {
@@ -76,16 +73,58 @@ func TestAirGappedInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env, err := testenv.Start(testenv.Options{CRDDirs: crds, Scheme: scheme, Aggregation: true})
+	env, err := testenv.Start(testenv.Options{CRDDirs: append(crds, platformPrerequisites(t)...), Scheme: scheme, Aggregation: true,
+		Node: true, ControllerManager: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
 	k8s := env.Client
-	dir := os.Getenv("AIRGAP_LOGS") // keeps the Flux controllers' logs there, to debug a failure
+	dir := os.Getenv("AIRGAP_LOGS") // keeps the Flux controllers' and the node's logs there, to debug a failure
 	if dir == "" {
 		dir = t.TempDir()
 	}
+	if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(ctx, env, node.Options{Dir: filepath.Join(dir, "node")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	defer func() {
+		if t.Failed() {
+			dumpLogs(t, filepath.Join(dir, "node", "logs"))
+		}
+	}()
+
+	// The mirror serves TLS on the node's link with a certificate of the node CA, which containerd
+	// and source-controller are given.
+	certs := env.ControlPlane.APIServer.CertDir
+	serving, err := testenv.NodeServingCert(certs, env.NodeNet.HostIP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	if reg.Listener, err = net.Listen("tcp", net.JoinHostPort(env.NodeNet.HostIP().String(), "0")); err != nil {
+		t.Fatal(err)
+	}
+	reg.TLS = &tls.Config{Certificates: []tls.Certificate{serving}}
+	reg.StartTLS()
+	defer reg.Close()
+	host := reg.Listener.Addr().String()
+	mirror := host + "/mirror/flotilla"
+	if err := n.TrustRegistry(host); err != nil {
+		t.Fatal(err)
+	}
+	ca := testenv.NodeCAFile(certs)
+	pool := x509.NewCertPool()
+	if raw, err := os.ReadFile(ca); err != nil || !pool.AppendCertsFromPEM(raw) {
+		t.Fatalf("the node CA %s: %v", ca, err)
+	}
+	push := remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	loadBundle(ctx, t, first, mirror, push)
+
 	if err := env.StartFlux(ctx, dir, "SSL_CERT_FILE="+ca); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +132,6 @@ func TestAirGappedInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	fluxInstallation(ctx, t, k8s)
-	go rolloutStandIn(ctx, k8s)
 
 	// What the platform team commits: the bootstrap file with the mirror's prefix and the release.
 	raw, err := os.ReadFile(filepath.Join(repo, "deploy", "flux", "clusters", "production", "flotilla.yaml"))
@@ -102,6 +140,7 @@ func TestAirGappedInstall(t *testing.T) {
 	}
 	bootstrap := strings.ReplaceAll(string(raw), "ghcr.io/flotilla-dev", mirror)
 	bootstrap = strings.Replace(bootstrap, "tag: 0.1.0", "tag: 1.0.0", 1)
+	committed := time.Now()
 	for _, o := range decodeAll(t, []byte(bootstrap)) {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatalf("bootstrap %s %s: %v", o.GetKind(), o.GetName(), err)
@@ -109,6 +148,8 @@ func TestAirGappedInstall(t *testing.T) {
 	}
 
 	installed(ctx, t, k8s, first, mirror, "1.0.0")
+	running(ctx, t, k8s, n.Name)
+	t.Logf("release 1.0.0: every Flotilla pod Ready on the node %.1f s after the bootstrap objects were committed", time.Since(committed).Seconds())
 	crdUIDs := crdUIDs(ctx, t, k8s)
 
 	// Customers' objects, made while release 1.0.0 runs, must come through the upgrade untouched.
@@ -142,7 +183,10 @@ func TestAirGappedInstall(t *testing.T) {
 	if err := k8s.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	upgraded := time.Now()
 	installed(ctx, t, k8s, second, mirror, "1.1.0")
+	running(ctx, t, k8s, n.Name)
+	t.Logf("release 1.1.0: every Flotilla pod rolled and Ready %.1f s after the tag changed", time.Since(upgraded).Seconds())
 
 	for name, uid := range crdUIDs {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -226,7 +270,7 @@ func installed(ctx context.Context, t *testing.T, k8s client.Client, b *release.
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("release %s not installed: %v\n%s", version, err, fluxReport(ctx, k8s))
+		t.Fatalf("release %s not installed: %v\n%s%s", version, err, fluxReport(ctx, k8s), podStates(ctx, k8s, "flotilla-system"))
 	}
 
 	digests := map[string]string{}
@@ -318,44 +362,69 @@ func crdUIDs(ctx context.Context, t *testing.T, k8s client.Client) map[string]ty
 	return out
 }
 
-// rolloutStandIn stands in for the deployment and daemonset controllers and the kubelet, which do
-// not run here: it reports every workload in flotilla-system rolled out and available.
-func rolloutStandIn(ctx context.Context, k8s client.Client) {
-	for ctx.Err() == nil {
-		deps := &appsv1.DeploymentList{}
-		if k8s.List(ctx, deps, client.InNamespace("flotilla-system")) == nil {
-			for i := range deps.Items {
-				d := &deps.Items[i]
-				n := int32(1)
-				if d.Spec.Replicas != nil {
-					n = *d.Spec.Replicas
-				}
-				if d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == n {
-					continue
-				}
-				d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-					Conditions: []appsv1.DeploymentCondition{
-						{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-						{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
-				_ = k8s.Status().Update(ctx, d)
+// platformPrerequisites are the CRDs of what Flotilla's controllers work with and a provider's
+// cluster has before Flotilla comes (as `make demo` installs them): Cluster API's core and kubeadm
+// bootstrap, its KubeVirt provider, Kamaji's control planes and Kube-OVN's subnets.
+func platformPrerequisites(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	for _, m := range []struct{ module, crds string }{
+		{"sigs.k8s.io/cluster-api@v1.13.6", "config/crd/bases"},
+		{"sigs.k8s.io/cluster-api@v1.13.6", "bootstrap/kubeadm/config/crd/bases"},
+		{"sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2", "config/crd/bases"},
+		{"github.com/kubeovn/kube-ovn@v1.16.2", "charts/kube-ovn-v2/crds"},
+	} {
+		dir, err := testenv.ModuleDir(m.module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, filepath.Join(dir, m.crds))
+	}
+	return append(dirs, filepath.Join(repo, "services", "cluster-controller", "test", "crds", "kamaji"))
+}
+
+// running waits until every pod in flotilla-system runs on the node and is Ready (a rollout's old
+// pods gone), then checks that none restarted, and that the tenant-controller's webhook answers
+// through its Service: it denies a Tenant outside any tenant's namespace.
+func running(ctx context.Context, t *testing.T, k8s client.Client, nodeName string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.List(ctx, pods, client.InNamespace("flotilla-system")); err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready || p.DeletionTimestamp != nil {
+				return false, nil
 			}
 		}
-		dss := &appsv1.DaemonSetList{}
-		if k8s.List(ctx, dss, client.InNamespace("flotilla-system")) == nil {
-			for i := range dss.Items {
-				d := &dss.Items[i]
-				if d.Status.ObservedGeneration == d.Generation && d.Status.NumberAvailable == 1 {
-					continue
-				}
-				d.Status = appsv1.DaemonSetStatus{ObservedGeneration: d.Generation, DesiredNumberScheduled: 1, CurrentNumberScheduled: 1,
-					UpdatedNumberScheduled: 1, NumberReady: 1, NumberAvailable: 1}
-				_ = k8s.Status().Update(ctx, d)
+		return len(pods.Items) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("Flotilla's pods not all Ready: %v\n%s", err, podStates(ctx, k8s, "flotilla-system"))
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != nodeName {
+			t.Errorf("pod %s on %q, want the node %s", p.Name, p.Spec.NodeName, nodeName)
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.RestartCount > 0 {
+				t.Errorf("container %s of pod %s restarted %d times", c.Name, p.Name, c.RestartCount)
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+	}
+	bad := &unstructured.Unstructured{}
+	bad.SetAPIVersion("tenancy.flotilla.dev/v1alpha1")
+	bad.SetKind("Tenant")
+	bad.SetNamespace(metav1.NamespaceDefault)
+	bad.SetName("stray")
+	err = k8s.Create(ctx, bad, client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), `admission webhook "tenants.tenancy.flotilla.dev" denied the request`) {
+		t.Errorf("a Tenant outside any tenant's namespace: %v, want the tenant-controller's webhook to deny it", err)
 	}
 }
 

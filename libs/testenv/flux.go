@@ -20,32 +20,41 @@ import (
 // FluxModules are the Flux controllers the builder builds (libs/builder/flux).
 var FluxModules = []string{"github.com/fluxcd/source-controller@v1.9.6", "github.com/fluxcd/helm-controller@v1.6.4"}
 
-// ModuleCRDDirs returns config/crd/bases of each module@version, from the Go module cache
-// (downloaded through the module proxy if missing): the real CRDs of Flux, CloudNativePG, ….
-// A module the cache holds already (verified when it came) is read there: `go mod download`
-// would ask the checksum database again for a module the calling module's go.sum does not list.
+// ModuleCRDDirs returns config/crd/bases of each module@version (ModuleDir): the real CRDs of Flux,
+// CloudNativePG, Cluster API, ….
 func ModuleCRDDirs(modules ...string) ([]string, error) {
-	cache, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		return nil, fmt.Errorf("go env GOMODCACHE: %w", err)
-	}
 	var dirs []string
 	for _, m := range modules {
-		if dir, ok := cachedModuleDir(strings.TrimSpace(string(cache)), m); ok {
-			dirs = append(dirs, filepath.Join(dir, "config", "crd", "bases"))
-			continue
-		}
-		out, err := exec.Command("go", "mod", "download", "-json", m).Output()
+		dir, err := ModuleDir(m)
 		if err != nil {
-			return nil, fmt.Errorf("go mod download %s: %w", m, err)
-		}
-		var info struct{ Dir string }
-		if err := json.Unmarshal(out, &info); err != nil {
 			return nil, err
 		}
-		dirs = append(dirs, filepath.Join(info.Dir, "config", "crd", "bases"))
+		dirs = append(dirs, filepath.Join(dir, "config", "crd", "bases"))
 	}
 	return dirs, nil
+}
+
+// ModuleDir returns where the Go module cache holds module@version, downloading it through the
+// module proxy if missing. A module the cache holds already (verified when it came) is read there:
+// `go mod download` would ask the checksum database again for a module the calling module's go.sum
+// does not list.
+func ModuleDir(m string) (string, error) {
+	cache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
+	if dir, ok := cachedModuleDir(strings.TrimSpace(string(cache)), m); ok {
+		return dir, nil
+	}
+	out, err := exec.Command("go", "mod", "download", "-json", m).Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", m, err)
+	}
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", err
+	}
+	return info.Dir, nil
 }
 
 // cachedModuleDir is where the module cache holds module@version, if it does.

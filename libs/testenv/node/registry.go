@@ -42,7 +42,8 @@ func (n *Node) startRegistry(bin string) error {
 	if err := os.WriteFile(config, fmt.Appendf(nil, registryConfig, filepath.Join(n.Dir, "registry"), n.Registry), 0o644); err != nil {
 		return err
 	}
-	p, err := testenv.StartLogged(filepath.Join(bin, "registry"), filepath.Join(n.Dir, "logs", "registry.log"), nil, "serve", config)
+	p, err := testenv.StartLogged(filepath.Join(bin, "registry"), filepath.Join(n.Dir, "logs", "registry.log"),
+		[]string{"OTEL_TRACES_EXPORTER=none"}, "serve", config) // distribution exports traces to localhost by default
 	if err != nil {
 		return err
 	}
