@@ -257,7 +257,7 @@ real_node() {
   say "a real node: $name (kubelet, containerd with runc, kube-proxy, CoreDNS; images from its registry only)"
   kubectl wait --for=create "node/$name" --timeout=120s >/dev/null
   kubectl wait --for=condition=Ready "node/$name" --timeout=180s >/dev/null
-  kubectl wait -n kube-system deployment/coredns --for=condition=Available --timeout=180s >/dev/null
+  kubectl rollout status -n kube-system daemonset/coredns --timeout=180s >/dev/null
   kubectl get node "$name" -o wide
   kubectl get pods -n kube-system -o wide
   echo

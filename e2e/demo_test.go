@@ -13,7 +13,7 @@ import (
 // their own processes, the example tenant tree becomes Ready and is printed, the starter catalog
 // is served and the Postgres ordered in tenant acme is Ready, the storage policies are Ready on the
 // LINSTOR test double; acme's Kubernetes cluster is Ready and its nodes are listed with the
-// customer's kubeconfig; `make demo-down` stops everything.
+// customer's kubeconfig; as root, a real node joins; `make demo-down` stops everything.
 // demoPorts is how many local ports demo.sh uses from FLOTILLA_PORT_BASE on (base to base+12).
 const demoPorts = 13
 
@@ -93,6 +93,18 @@ func TestDemo(t *testing.T) {
 	// The node agent's rule in node-1's namespace (the demo needs root for it).
 	if os.Geteuid() == 0 && !strings.Contains(out, "from 203.0.113.2 lookup 110 proto 241") {
 		t.Errorf("the node agent's policy rule is not shown:\n%s", out)
+	}
+	// As root, a real node joins: Ready, with CoreDNS running on it from the node's registry.
+	if os.Geteuid() == 0 {
+		nodeReady, dns := false, false
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			nodeReady = nodeReady || len(f) >= 5 && strings.HasPrefix(f[0], "worker-") && f[1] == "Ready" && f[4] == "v1.37.2"
+			dns = dns || len(f) >= 7 && strings.HasPrefix(f[0], "coredns-") && f[1] == "1/1" && f[2] == "Running" && strings.HasPrefix(f[6], "worker-")
+		}
+		if !nodeReady || !dns {
+			t.Errorf("the real node is not shown Ready (%v) with CoreDNS running on it (%v):\n%s", nodeReady, dns, out)
+		}
 	}
 	if !strings.Contains(out, "pod/db condition met") {
 		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)

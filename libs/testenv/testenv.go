@@ -62,6 +62,10 @@ type Options struct {
 	Node bool
 	// NodeIndex asks for that NodeNetwork index (the demo's is fixed); 0 takes the lowest free.
 	NodeIndex int
+	// NodeWithout names kube-controller-manager controllers not to run with Node: the demo's
+	// local provider stand-in plays the deployment controller (and the kubelet) for the cluster
+	// infrastructure Deployments it makes, and the two would undo each other's status.
+	NodeWithout []string
 }
 
 // Env is a running control plane.
@@ -70,9 +74,10 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	// NodeNet is the network a real node joins, when Options.Node.
-	NodeNet *NodeNetwork
-	tmp     string
-	procs   []*Process
+	NodeNet     *NodeNetwork
+	nodeWithout []string
+	tmp         string
+	procs       []*Process
 }
 
 // Start starts etcd and kube-apiserver (and kube-controller-manager when asked), installs CRDs and
@@ -140,7 +145,7 @@ func Start(o Options) (*Env, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("starting control plane: %w", err), env.Stop())
 	}
-	e := &Env{Environment: env, Config: cfg, NodeNet: nodeNet, tmp: tmp}
+	e := &Env{Environment: env, Config: cfg, NodeNet: nodeNet, nodeWithout: o.NodeWithout, tmp: tmp}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: o.Scheme}); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
@@ -167,7 +172,11 @@ func (e *Env) StartControllerManager(dataDir string) error {
 		// lifecycle (a starting node's not-ready taint). A Node that no kubelet ever reported for
 		// (those tests and the demo make by hand) is never marked unreachable.
 		certs := e.ControlPlane.APIServer.CertDir
-		controllers = []string{"--controllers=*", "--node-startup-grace-period=87600h", "--root-ca-file=" + NodeCAFile(certs),
+		run := "*"
+		for _, c := range e.nodeWithout {
+			run += ",-" + c
+		}
+		controllers = []string{"--controllers=" + run, "--node-startup-grace-period=87600h", "--root-ca-file=" + NodeCAFile(certs),
 			"--service-account-private-key-file=" + filepath.Join(certs, "sa-signer.key")}
 	}
 	// kube-controller-manager ignores $KUBECONFIG: it is given the file StartProcess writes.

@@ -32,8 +32,10 @@ const corefile = `.:1053 {
 }
 `
 
-// startDNS deploys CoreDNS as a cluster does (kube-system/coredns behind the kube-dns Service at
-// the cluster DNS address kubelet hands every pod), on this node, and waits for it to be available.
+// startDNS deploys CoreDNS (kube-system/coredns behind the kube-dns Service at the cluster DNS
+// address kubelet hands every pod) as a DaemonSet on this node, and waits for it to be available:
+// a DaemonSet, so that it needs no deployment controller (the demo runs none: see
+// testenv.Options.NodeWithout).
 func (n *Node) startDNS(ctx context.Context) error {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	meta := func(name string) metav1.ObjectMeta {
@@ -56,7 +58,7 @@ func (n *Node) startDNS(ctx context.Context) error {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:coredns"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "coredns", Namespace: metav1.NamespaceSystem}}},
 		&corev1.ConfigMap{ObjectMeta: meta("coredns"), Data: map[string]string{"Corefile": corefile}},
-		&appsv1.Deployment{ObjectMeta: meta("coredns"), Spec: appsv1.DeploymentSpec{
+		&appsv1.DaemonSet{ObjectMeta: meta("coredns"), Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				ServiceAccountName: "coredns",
@@ -90,11 +92,11 @@ func (n *Node) startDNS(ctx context.Context) error {
 		}
 	}
 	return waitFor(ctx, "CoreDNS to be available", filepath.Join(n.Dir, "logs", "kubelet.log"), 3*time.Minute, func(ctx context.Context) (bool, error) {
-		d := &appsv1.Deployment{}
+		d := &appsv1.DaemonSet{}
 		if err := n.env.Client.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: "coredns"}, d); err != nil {
 			return false, err
 		}
-		return d.Status.AvailableReplicas > 0, nil
+		return d.Status.NumberAvailable > 0, nil
 	})
 }
 
