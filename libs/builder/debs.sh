@@ -17,7 +17,13 @@ if [[ ! -f $root/.complete ]]; then
   tmp=$(mktemp -d "$cache/.$name.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   # apt's sandbox user cannot write into a root-owned temporary directory; that is only a warning.
-  (cd "$tmp" && apt-get download "$@" 2>&1 | sed "/Download is performed unsandboxed/d" >&2)
+  # A machine whose package lists are missing or old gets them first (root only).
+  download() { (cd "$tmp" && apt-get download "$@" 2>&1 | sed "/Download is performed unsandboxed/d" >&2; exit "${PIPESTATUS[0]}"); }
+  if ! download "$@"; then
+    [[ $EUID -eq 0 ]] || { echo "apt-get download failed; as root, apt-get update first" >&2; exit 1; }
+    apt-get update -qq >&2
+    download "$@"
+  fi
   mkdir -p "$tmp/root"
   for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/root"; done
   touch "$tmp/root/.complete"

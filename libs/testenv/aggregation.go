@@ -2,17 +2,11 @@ package testenv
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/keyutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -34,41 +26,13 @@ const frontProxyUser = "front-proxy-client"
 // CA and client certificate and the request-header flags, which kube-apiserver publishes in the
 // kube-system/extension-apiserver-authentication ConfigMap for delegated authentication.
 func configureAggregation(env *envtest.Environment, dir string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, caKey, err := newCA(dir, "front-proxy-ca", "front-proxy-ca")
 	if err != nil {
 		return err
 	}
-	ca, err := cert.NewSelfSignedCACert(cert.Config{CommonName: "front-proxy-ca"}, caKey)
-	if err != nil {
+	client := &x509.Certificate{Subject: pkix.Name{CommonName: frontProxyUser}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if err := writeSigned(dir, "front-proxy-client", client, ca, caKey); err != nil {
 		return err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: frontProxyUser},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
-	if err != nil {
-		return err
-	}
-	files := map[string][]byte{
-		"front-proxy-ca.crt":     pem.EncodeToMemory(&pem.Block{Type: cert.CertificateBlockType, Bytes: ca.Raw}),
-		"front-proxy-client.crt": pem.EncodeToMemory(&pem.Block{Type: cert.CertificateBlockType, Bytes: der}),
-		"front-proxy-client.key": keyPEM,
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return err
-		}
 	}
 	args := env.ControlPlane.GetAPIServer().Configure()
 	args.Set("requestheader-client-ca-file", filepath.Join(dir, "front-proxy-ca.crt"))
