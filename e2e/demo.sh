@@ -118,7 +118,7 @@ stages=(
   "net: net-controller=./services/net-controller/cmd net-agent=./services/net-controller/cmd/agent"
   "cluster: cluster-api-manager kubeadm-bootstrap-manager cluster-controller=./services/cluster-controller/cmd local-provider=./services/cluster-controller/cmd/local-provider"
   "usage: victoria-metrics kube-state-metrics usage-api=./services/usage-api/cmd"
-  "node: kubelet kube-proxy containerd containerd-shim-runc-v2 cni-ptp cni-host-local cni-loopback registry coredns"
+  "node: kubelet kube-proxy containerd containerd-shim-runc-v2 cni-ptp cni-host-local cni-loopback registry coredns kube-router"
 )
 
 # build_items ITEM...: the builder's binaries in one build.sh call, then this repository's programs

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -28,8 +29,8 @@ import (
 // A real node runs what is scheduled on it: containerd with runc starts a tenant's web server under
 // the restricted Pod Security level from an image in the node's registry; another pod reaches it by
 // its Service's DNS name (CoreDNS, kube-proxy); the machine reaches it by the Service's address,
-// as kube-apiserver reaches a webhook; kube-apiserver reads its logs from the kubelet; nothing
-// restarts.
+// as kube-apiserver reaches a webhook; kube-apiserver reads its logs from the kubelet; a
+// NetworkPolicy refuses the pods it does not admit (kube-router); nothing restarts.
 func TestRealNodeRunsPods(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("a real node needs root (network namespaces, cgroups, mounts): CI runs as root")
@@ -106,36 +107,34 @@ func TestRealNodeRunsPods(t *testing.T) {
 		t.Fatalf("the web server never became available: %v\n%s", err, podStates(ctx, k8s, ns))
 	}
 
-	// Another pod, by the Service's name.
-	get := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "get", Namespace: ns}, Spec: restrictedPod(corev1.Container{
-		Name: "get", Image: probe, Args: []string{"get", "http://web.shop.svc.cluster.local/"},
-	})}
-	get.Spec.RestartPolicy = corev1.RestartPolicyNever
-	if err := k8s.Create(ctx, get); err != nil {
-		t.Fatal(err)
-	}
+	// Another pod, by the Service's name; its logs through kube-apiserver and the kubelet.
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var phase corev1.PodPhase
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p := &corev1.Pod{}
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(get), p)
-		phase = p.Status.Phase
-		return err == nil && (phase == corev1.PodSucceeded || phase == corev1.PodFailed), err
-	}); err != nil {
-		t.Fatalf("the pod fetching http://web.shop.svc.cluster.local/ never ended: %v\n%s", err, podStates(ctx, k8s, ns))
+	fetch := func(name, how string, labels map[string]string) (corev1.PodPhase, string) {
+		t.Helper()
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: restrictedPod(corev1.Container{
+			Name: "get", Image: probe, Args: []string{how, "http://web.shop.svc.cluster.local/"},
+		})}
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)
+			return err == nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed), err
+		}); err != nil {
+			t.Fatalf("pod %s fetching http://web.shop.svc.cluster.local/ never ended: %v\n%s", name, err, podStates(ctx, k8s, ns))
+		}
+		logs, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("pod %s's logs through kube-apiserver and the kubelet: %v", name, err)
+		}
+		return pod.Status.Phase, string(logs)
 	}
-	logs, err := cs.CoreV1().Pods(ns).GetLogs("get", &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("the pod's logs through kube-apiserver and the kubelet: %v", err)
-	}
-	if phase != corev1.PodSucceeded {
-		t.Fatalf("fetching http://web.shop.svc.cluster.local/ from a pod: %s, saying %q\n%s", phase, logs, podStates(ctx, k8s, ns))
-	}
-	if !strings.Contains(string(logs), "hello from web-") {
-		t.Errorf("a pod fetched %q from the Service, want the web server's page", logs)
+	if phase, logs := fetch("get", "get", nil); phase != corev1.PodSucceeded || !strings.Contains(logs, "hello from web-") {
+		t.Fatalf("fetching http://web.shop.svc.cluster.local/ from a pod: %s, saying %q, want the web server's page\n%s", phase, logs, podStates(ctx, k8s, ns))
 	}
 
 	// The machine (where kube-apiserver runs), by the Service's address.
@@ -151,6 +150,31 @@ func TestRealNodeRunsPods(t *testing.T) {
 	_ = resp.Body.Close()
 	if !strings.HasPrefix(string(body), "hello from web-") {
 		t.Errorf("the machine fetched %q from %s, want the web server's page", body, svc.Spec.ClusterIP)
+	}
+
+	// NetworkPolicies hold on packets (kube-router): once the web server admits only pods labelled
+	// access=web, a pod without the label is refused and one with it served. Until the policy is
+	// applied a pod still gets through: a few tries, each a new pod.
+	if err := k8s.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web-access", Namespace: ns}, Spec: networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: labels},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"access": "web"}}}}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	refused, tries := false, 0
+	for ; tries < 10 && !refused; tries++ {
+		phase, logs := fetch(fmt.Sprintf("denied-%d", tries), "get", nil)
+		refused = phase == corev1.PodFailed && !strings.Contains(logs, "hello from")
+	}
+	if !refused {
+		t.Errorf("a pod without access=web still reached the web server after 10 tries under its NetworkPolicy")
+	}
+	// kube-router admits a new pod once it has seen its address: a pod may ask before.
+	t.Logf("the NetworkPolicy refused the %d. pod without access=web", tries)
+	// kube-router admits a pod once it has seen its address: the pod asks until it is served.
+	if phase, logs := fetch("allowed", "retry", map[string]string{"access": "web"}); phase != corev1.PodSucceeded || !strings.Contains(logs, "hello from web-") {
+		t.Errorf("a pod with access=web under the web server's NetworkPolicy, asking for a minute: %s, saying %q, want the page", phase, logs)
 	}
 
 	// Nothing restarted, CoreDNS included.

@@ -8,6 +8,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 )
@@ -91,4 +92,34 @@ func (n *Node) startKubeProxy(_ context.Context, bin string) error {
 		return err
 	}
 	return n.inNode("kube-proxy", filepath.Join(bin, "kube-proxy"), n.processEnv(bin), "--config="+config)
+}
+
+// startNetworkPolicies runs kube-router with its firewall alone (no routing, no service proxy, no
+// CNI of its own): NetworkPolicies enforced on every packet to and from the node's pods.
+func (n *Node) startNetworkPolicies(ctx context.Context, bin string) error {
+	const user = "system:kube-router"
+	kubeconfig, err := n.kubeconfig("kube-router", user)
+	if err != nil {
+		return err
+	}
+	name := "flotilla:kube-router"
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "services", "endpoints", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}},
+	} {
+		if err := ensure(ctx, n.env.Client, o); err != nil {
+			return err
+		}
+	}
+	return n.inNode("kube-router", filepath.Join(bin, "kube-router"), n.processEnv(bin), "--kubeconfig="+kubeconfig,
+		"--hostname-override="+n.Name, "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
+		"--enable-cni=false", "--enable-pod-egress=false", "--service-cluster-ip-range="+n.Net.ServiceCIDR(),
+		"--health-port=0", "--metrics-port=0")
 }

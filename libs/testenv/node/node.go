@@ -1,5 +1,6 @@
 // Package node runs a real Kubernetes node beside a local control plane (testenv.Start with
-// Options.Node): containerd with runc, kubelet, kube-proxy (iptables) and CNI (ptp and host-local),
+// Options.Node): containerd with runc, kubelet, kube-proxy (iptables), CNI (ptp and host-local) and
+// kube-router's firewall enforcing NetworkPolicies (iptables and ipset),
 // in network and mount namespaces of their own joined to the machine by a veth pair, pulling every
 // image from a CNCF distribution registry on that link, with CoreDNS for Service names. Needs root.
 package node
@@ -102,6 +103,7 @@ func Start(ctx context.Context, env *testenv.Env, o Options) (_ *Node, err error
 		{"kubelet", func() error { return n.startKubelet(ctx, bin) }},
 		{"kube-proxy", func() error { return n.startKubeProxy(ctx, bin) }},
 		{"Ready", func() error { return n.waitReady(ctx) }},
+		{"kube-router (network policies)", func() error { return n.startNetworkPolicies(ctx, bin) }}, // it looks its Node up
 		{"CoreDNS available", func() error { return n.startDNS(ctx) }},
 	} {
 		t0 := time.Now()
@@ -130,10 +132,11 @@ func (n *Node) Stop() {
 	}
 }
 
-// links makes <Dir>/bin (iptables for kube-proxy, from Debian's packages; runc) and <Dir>/cni/bin
+// links makes <Dir>/bin (iptables and ipset for kube-proxy and kube-router, from Debian's packages;
+// runc) and <Dir>/cni/bin
 // (the CNI plugins, under the names CNI calls them by).
 func (n *Node) links(bin string) error {
-	links := map[string]string{"bin/runc": filepath.Join(n.debs, "usr/bin/runc")}
+	links := map[string]string{"bin/runc": filepath.Join(n.debs, "usr/bin/runc"), "bin/ipset": filepath.Join(n.debs, "usr/sbin/ipset")}
 	for _, t := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
 		links["bin/"+t] = filepath.Join(n.debs, "usr/sbin/xtables-nft-multi")
 	}

@@ -258,7 +258,7 @@ func startLater(ctx context.Context, env *testenv.Env, dir string, o options, re
 		fmt.Println("kube-scheduler started")
 	}
 	if o.node {
-		if err := built(ctx, "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "cni-ptp", "cni-host-local", "cni-loopback", "registry", "coredns"); err != nil {
+		if err := built(ctx, "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "cni-ptp", "cni-host-local", "cni-loopback", "registry", "coredns", "kube-router"); err != nil {
 			return err
 		}
 		start := time.Now()
