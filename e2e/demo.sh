@@ -254,7 +254,7 @@ real_node() {
   await node
   local name
   name=worker-$(cat "$state/node-index")
-  say "a real node: $name (kubelet, containerd with runc, kube-proxy, CoreDNS; images from its registry only)"
+  say "a real node: $name (kubelet, containerd with runc, kube-proxy, kube-router's NetworkPolicies, CoreDNS; images from its registry only)"
   kubectl wait --for=create "node/$name" --timeout=120s >/dev/null
   kubectl wait --for=condition=Ready "node/$name" --timeout=180s >/dev/null
   kubectl rollout status -n kube-system daemonset/coredns --timeout=180s >/dev/null

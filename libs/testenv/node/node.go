@@ -1,8 +1,8 @@
 // Package node runs a real Kubernetes node beside a local control plane (testenv.Start with
 // Options.Node): containerd with runc, kubelet, kube-proxy (iptables), CNI (ptp and host-local) and
-// kube-router's firewall enforcing NetworkPolicies (iptables and ipset),
-// in network and mount namespaces of their own joined to the machine by a veth pair, pulling every
-// image from a CNCF distribution registry on that link, with CoreDNS for Service names. Needs root.
+// kube-router's firewall enforcing NetworkPolicies (iptables and ipset), in network and mount
+// namespaces of their own joined to the machine by a veth pair, pulling every image from a CNCF
+// distribution registry on that link, with CoreDNS for Service names. Needs root.
 package node
 
 import (
@@ -132,9 +132,8 @@ func (n *Node) Stop() {
 	}
 }
 
-// links makes <Dir>/bin (iptables and ipset for kube-proxy and kube-router, from Debian's packages;
-// runc) and <Dir>/cni/bin
-// (the CNI plugins, under the names CNI calls them by).
+// links makes <Dir>/bin (runc, and iptables and ipset for kube-proxy and kube-router, from Debian's
+// packages) and <Dir>/cni/bin (the CNI plugins, under the names CNI calls them by).
 func (n *Node) links(bin string) error {
 	links := map[string]string{"bin/runc": filepath.Join(n.debs, "usr/bin/runc"), "bin/ipset": filepath.Join(n.debs, "usr/sbin/ipset")}
 	for _, t := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
