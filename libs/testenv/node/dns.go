@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -99,5 +98,3 @@ func (n *Node) startDNS(ctx context.Context) error {
 		return d.Status.NumberAvailable > 0, nil
 	})
 }
-
-func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }

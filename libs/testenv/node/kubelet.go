@@ -82,7 +82,7 @@ func (n *Node) startKubelet(ctx context.Context, bin string) error {
 		"--hostname-override="+n.Name, "--node-ip="+n.Net.NodeIP().String(), "--root-dir="+filepath.Join(n.Dir, "kubelet"))
 }
 
-func (n *Node) startKubeProxy(_ context.Context, bin string) error {
+func (n *Node) startKubeProxy(bin string) error {
 	kubeconfig, err := n.kubeconfig("kube-proxy", "system:kube-proxy")
 	if err != nil {
 		return err

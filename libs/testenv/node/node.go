@@ -101,7 +101,7 @@ func Start(ctx context.Context, env *testenv.Env, o Options) (_ *Node, err error
 		{"node images", func() (err error) { n.Images, err = n.pushNodeImages(ctx, bin); return err }},
 		{"containerd", func() error { return n.startContainerd(bin) }},
 		{"kubelet", func() error { return n.startKubelet(ctx, bin) }},
-		{"kube-proxy", func() error { return n.startKubeProxy(ctx, bin) }},
+		{"kube-proxy", func() error { return n.startKubeProxy(bin) }},
 		{"Ready", func() error { return n.waitReady(ctx) }},
 		{"kube-router (network policies)", func() error { return n.startNetworkPolicies(ctx, bin) }}, // it looks its Node up
 		{"CoreDNS available", func() error { return n.startDNS(ctx) }},
@@ -314,7 +314,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 
 // ensure creates obj, or leaves the one there (a restarted demo).
 func ensure(ctx context.Context, c client.Client, obj client.Object) error {
-	if err := c.Create(ctx, obj); err != nil && !isAlreadyExists(err) {
+	if err := client.IgnoreAlreadyExists(c.Create(ctx, obj)); err != nil {
 		return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 	}
 	return nil
