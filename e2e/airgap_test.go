@@ -73,17 +73,18 @@ func TestAirGappedInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	dir := os.Getenv("AIRGAP_LOGS") // keeps the Flux controllers' and the node's logs there, to debug a failure
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	audit := filepath.Join(dir, "audit.log")
 	env, err := testenv.Start(testenv.Options{CRDDirs: append(crds, platformPrerequisites(t)...), Scheme: scheme, Aggregation: true,
-		Node: true, ControllerManager: true})
+		Node: true, ControllerManager: true, AuditLog: audit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
 	k8s := env.Client
-	dir := os.Getenv("AIRGAP_LOGS") // keeps the Flux controllers' and the node's logs there, to debug a failure
-	if dir == "" {
-		dir = t.TempDir()
-	}
 	if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +188,8 @@ func TestAirGappedInstall(t *testing.T) {
 	installed(ctx, t, k8s, second, mirror, "1.1.0")
 	running(ctx, t, k8s, n.Name)
 	t.Logf("release 1.1.0: every Flotilla pod rolled and Ready %.1f s after the tag changed", time.Since(upgraded).Seconds())
+	scraped(ctx, t, env, dir)
+	quietFailover(ctx, t, k8s, audit)
 
 	for name, uid := range crdUIDs {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

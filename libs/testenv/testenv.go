@@ -66,6 +66,9 @@ type Options struct {
 	// local provider stand-in plays the deployment controller (and the kubelet) for the cluster
 	// infrastructure Deployments it makes, and the two would undo each other's status.
 	NodeWithout []string
+	// AuditLog, if set, is where kube-apiserver logs every write (AuditEvents reads it): who
+	// wrote what, to prove a component quiet.
+	AuditLog string
 }
 
 // Env is a running control plane.
@@ -117,6 +120,11 @@ func Start(o Options) (*Env, error) {
 			return nil, err
 		}
 		if err := configureAggregation(env, dir); err != nil {
+			return nil, err
+		}
+	}
+	if o.AuditLog != "" {
+		if err := configureAudit(env, o.AuditLog); err != nil {
 			return nil, err
 		}
 	}

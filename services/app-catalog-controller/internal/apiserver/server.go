@@ -292,11 +292,16 @@ func (s *Server) touchAPIService(ctx context.Context, kinds map[string]*served) 
 	}
 	sum := sha256.Sum256(raw)
 	hash := hex.EncodeToString(sum[:8])
+	svc := &apiregistrationv1.APIService{}
+	if s.lastHash == "" && s.client.Get(ctx, client.ObjectKey{Name: APIServiceName}, svc) == nil {
+		// A restarted server (a new pod) serving what the one before it served writes nothing.
+		s.lastHash = svc.Annotations[AnnotationDiscovery]
+	}
 	if hash == s.lastHash {
 		return
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationDiscovery, hash)
-	svc := &apiregistrationv1.APIService{}
+	svc = &apiregistrationv1.APIService{}
 	svc.Name = APIServiceName
 	if err := s.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		klog.InfoS("could not annotate the APIService, retrying (meanwhile the aggregator refreshes discovery within a minute)", "err", err)
