@@ -11,8 +11,11 @@ app.kubernetes.io/name: redis
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end }}
 
-{{/* The image of a version: chosen here, never by the customer. */}}
+{{/* The image of a version, chosen here and never by the customer: the catalog's own build
+(deploy/catalog/redis/image.yaml, from Debian's packages), from the registry the platform sets
+(flotilla.registry, its mirror). */}}
 {{- define "redis.image" -}}
-{{- $images := dict "7.4" "docker.io/library/redis:7.4.2" "8.0" "docker.io/library/redis:8.0.3" }}
-{{- index $images (toString .Values.version) | required (printf "unsupported Redis version %q" (toString .Values.version)) }}
+{{- $tags := dict "7.0" "7.0" }}
+{{- $tag := index $tags (toString .Values.version) | required (printf "unsupported Redis version %q" (toString .Values.version)) }}
+{{- printf "%s/catalog-images/redis:%s" (.Values.flotilla.registry | default "ghcr.io/flotilla-dev") $tag }}
 {{- end }}
