@@ -81,7 +81,7 @@ func TestDebImage(t *testing.T) {
 		files["/"+strings.TrimSuffix(h.Name, "/")] = h
 	}
 	for name, want := range map[string]byte{
-		"/usr/bin/redis-server": tar.TypeSymlink, // Debian's links it to redis-check-rdb
+		"/usr/bin/redis-server":    tar.TypeSymlink, // Debian's links it to redis-check-rdb
 		"/usr/bin/redis-check-rdb": tar.TypeReg,
 		"/usr/bin/redis-cli":       tar.TypeReg,
 		"/bin/sh":                  tar.TypeSymlink,
