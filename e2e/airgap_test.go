@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -313,6 +314,18 @@ func installed(ctx context.Context, t *testing.T, k8s client.Client, b *release.
 		if !seen[s] {
 			t.Errorf("release %s: no workload runs the %s image", version, s)
 		}
+	}
+	// The catalog's apps: their images in the bundle, their registry the mirror.
+	for _, app := range []string{"redis", "etcd"} {
+		if digests[release.CatalogImages+"/"+app] == "" {
+			t.Errorf("release %s: no image %s/%s in the bundle", version, release.CatalogImages, app)
+		}
+	}
+	apps := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: "flotilla-system", Name: "app-catalog-controller-apiserver"}, apps); err != nil {
+		t.Error(err)
+	} else if args := apps.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--image-registry="+mirror) {
+		t.Errorf("the apps apiserver's arguments %v give the catalog's apps no --image-registry=%s", args, mirror)
 	}
 	for _, s := range svcs {
 		files, _ := filepath.Glob(filepath.Join(repo, "deploy", "charts", s, "crds", "*.yaml"))

@@ -2,16 +2,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,31 +24,16 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv/node"
 )
 
-// The catalog's Redis serves on a real node: its image built here from Debian's packages
-// (deploy/catalog/redis/image.yaml) and pulled from the registry the platform sets, its chart as
-// the catalog ships it. A pod connects by the Service's name with the password of the app's
-// Secret and is answered; without the password it is refused; what it wrote is still there after
-// the server's pod is deleted and comes back.
-func TestCatalogRedisServes(t *testing.T) {
+// The catalog's apps serve on a real node: each image built here as a release builds it
+// (deploy/catalog/<app>/image.yaml: Redis from Debian's packages, etcd from the Go modules the
+// builder pins), pulled from the registry the platform sets, each chart as the catalog ships it,
+// its data on the node's disk. Clients are pods that reach the app by its Service's name.
+func TestCatalogAppsServe(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("a real node needs root (network namespaces, cgroups, mounts): CI runs as root")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-
-	spec, err := release.ReadDebImageSpec(filepath.Join(repo, "deploy", "catalog", "redis", "image.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	debs, err := release.FetchDebs(ctx, repo, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := release.DebImage(spec, debs, node.Platform, release.Meta{Version: "0.0.0", Revision: "test", Created: time.Unix(0, 0).UTC()})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	env, err := testenv.Start(testenv.Options{Node: true, ControllerManager: true})
 	if err != nil {
 		t.Fatal(err)
@@ -72,102 +57,176 @@ func TestCatalogRedisServes(t *testing.T) {
 			dumpLogs(t, filepath.Join(dir, "logs"))
 		}
 	}()
-
-	// The platform's registry (here the node's), where the release puts the catalog's images.
-	registry := n.Registry + "/flotilla"
-	ref, err := name.ParseReference(registry+"/catalog-images/redis:"+spec.Tag, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})); err != nil {
-		t.Fatal(err)
-	}
-
-	k8s := env.Client
-	const ns, app = "shop", "cache"
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": "restricted"}}}); err != nil {
-		t.Fatal(err)
-	}
-	// Its data on the node's disk: a volume the claim of the chart's StatefulSet binds.
-	data := filepath.Join(dir, "redis-data")
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(data, spec.User, spec.User); err != nil {
-		t.Fatal(err)
-	}
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "redis-data"}, Spec: corev1.PersistentVolumeSpec{
-		Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-		AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-		PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: data}},
-	}}
-	if err := k8s.Create(ctx, pv); err != nil {
-		t.Fatal(err)
-	}
-	chart := filepath.Join(repo, "deploy", "catalog", "redis", "chart")
-	for _, o := range decodeAll(t, run(t, "helm", "template", app, chart, "--namespace", ns,
-		"--set-json", `flotilla={"registry":"`+registry+`"}`)) {
-		o.SetNamespace(ns)
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
-	server := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-0"}}
-	ready(ctx, t, k8s, server, "")
-	t.Logf("Redis %s runs on %s from %s", spec.Tag, n.Name, ref)
-
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := app + "." + ns + ".svc.cluster.local"
-	ask := func(pod string, auth bool, args ...string) string {
-		t.Helper()
-		c := corev1.Container{Name: "cli", Image: ref.String(), Command: append([]string{"redis-cli", "-h", host}, args...)}
-		if auth {
-			c.Env = []corev1.EnvVar{{Name: "REDISCLI_AUTH", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: app + "-auth"}, Key: "password"}}}}
-		}
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}, Spec: restrictedPod(c)}
-		p.Spec.RestartPolicy = corev1.RestartPolicyNever
-		if err := k8s.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(p), p)
-			return err == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed), err
-		}); err != nil {
-			t.Fatalf("redis-cli %v in pod %s never ended: %v\n%s", args, pod, err, podStates(ctx, k8s, ns))
-		}
-		logs, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(logs))
-	}
-	if got := ask("ping", true, "ping"); got != "PONG" {
-		t.Errorf("PING with the app's password: %q, want PONG", got)
-	}
-	if got := ask("stranger", false, "ping"); !strings.Contains(got, "NOAUTH") {
-		t.Errorf("PING without a password: %q, want NOAUTH", got)
-	}
-	if got := ask("write", true, "set", "greeting", "hello"); got != "OK" {
-		t.Fatalf("SET: %q, want OK", got)
-	}
+	c := catalogNode{ctx: ctx, k8s: env.Client, cs: cs, n: n, dir: dir, registry: n.Registry + "/flotilla"}
 
-	// The server's pod deleted: the StatefulSet makes it anew on the same volume.
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(server), server); err != nil {
+	t.Run("redis", func(t *testing.T) {
+		const ns, app = "shop", "cache"
+		image := c.install(t, "redis", ns, app, 1)
+		server := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-0"}}
+		ready(ctx, t, c.k8s, server, "")
+		t.Logf("Redis runs on %s from %s", n.Name, image)
+
+		host := app + "." + ns + ".svc.cluster.local"
+		cli := func(pod string, auth bool, args ...string) string {
+			t.Helper()
+			ctr := corev1.Container{Name: "cli", Image: image, Command: append([]string{"redis-cli", "-h", host}, args...)}
+			if auth {
+				ctr.Env = []corev1.EnvVar{{Name: "REDISCLI_AUTH", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: app + "-auth"}, Key: "password"}}}}
+			}
+			return c.run(t, ns, pod, restrictedPod(ctr))
+		}
+		if got := cli("ping", true, "ping"); got != "PONG" {
+			t.Errorf("PING with the app's password: %q, want PONG", got)
+		}
+		if got := cli("stranger", false, "ping"); !strings.Contains(got, "NOAUTH") {
+			t.Errorf("PING without a password: %q, want NOAUTH", got)
+		}
+		if got := cli("write", true, "set", "greeting", "hello"); got != "OK" {
+			t.Fatalf("SET: %q, want OK", got)
+		}
+		// The server's pod deleted: the StatefulSet makes it anew on the same volume.
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(server), server); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.k8s.Delete(ctx, server); err != nil {
+			t.Fatal(err)
+		}
+		ready(ctx, t, c.k8s, server, string(server.UID))
+		if got := cli("read", true, "get", "greeting"); got != "hello" {
+			t.Errorf("GET after the server's pod came back: %q, want hello (its append-only file on the volume)", got)
+		}
+	})
+
+	t.Run("etcd", func(t *testing.T) {
+		const ns, app = "tenant-acme", "etcd"
+		image := c.install(t, "etcd", ns, app, 3)
+		for i := range 3 {
+			ready(ctx, t, c.k8s, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("etcd-%d", i)}}, "")
+		}
+		// The chart's Job turns authentication on once the members formed their cluster.
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			job := &batchv1.Job{}
+			err := c.k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "etcd-auth"}, job)
+			return err == nil && job.Status.Succeeded == 1, err
+		}); err != nil {
+			t.Fatalf("the etcd-auth Job did not succeed: %v\n%s", err, podStates(ctx, c.k8s, ns))
+		}
+		t.Logf("etcd: three members on %s from %s", n.Name, image)
+
+		etcdctl := func(pod string, withCert bool, args ...string) string {
+			t.Helper()
+			flags := []string{"--endpoints=https://etcd." + ns + ".svc:2379", "--cacert=/tls/ca.crt", "--command-timeout=10s"}
+			if withCert {
+				flags = append(flags, "--cert=/tls/tls.crt", "--key=/tls/tls.key")
+			}
+			ctr := corev1.Container{Name: "etcdctl", Image: image, Command: []string{"/usr/local/bin/etcdctl"}, Args: append(flags, args...),
+				VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}}}
+			return c.run(t, ns, pod, restrictedPod(ctr, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: "etcd-client"}}}))
+		}
+		if got := etcdctl("health", true, "endpoint", "health"); !strings.Contains(got, "is healthy") {
+			t.Errorf("etcdctl endpoint health with the client certificate: %q, want healthy", got)
+		}
+		if got := etcdctl("put", true, "put", "/acme/greeting", "hello"); got != "OK" {
+			t.Errorf("etcdctl put: %q, want OK", got)
+		}
+		if got := etcdctl("get", true, "get", "--print-value-only", "/acme/greeting"); got != "hello" {
+			t.Errorf("etcdctl get: %q, want hello", got)
+		}
+		if got := etcdctl("stranger", false, "get", "/acme/greeting"); strings.Contains(got, "hello") {
+			t.Errorf("etcdctl without a client certificate read %q: the members must require one", got)
+		}
+	})
+}
+
+// catalogNode installs the catalog's apps on a real node.
+type catalogNode struct {
+	ctx      context.Context
+	k8s      client.Client
+	cs       kubernetes.Interface
+	n        *node.Node
+	dir      string
+	registry string // the platform's registry (here the node's), as flotilla.registry
+}
+
+// install builds the app's image as a release does and pushes it to the node's registry, makes
+// volumes volumes on the node's disk for its claims, and installs its chart rendered as the
+// platform renders it (its Helm release named helmName, in namespace ns, restricted). It returns the
+// image's reference.
+func (c catalogNode) install(t *testing.T, app, ns, helmName string, volumes int) string {
+	t.Helper()
+	spec, err := release.ReadCatalogImageSpec(filepath.Join(repo, "deploy", "catalog", app, "image.yaml"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, server); err != nil {
+	img, err := release.BuildCatalogImage(c.ctx, repo, spec, node.Platform, t.TempDir(), release.Meta{Version: "0.0.0", Created: time.Unix(0, 0).UTC()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	ready(ctx, t, k8s, server, string(server.UID))
-	if got := ask("read", true, "get", "greeting"); got != "hello" {
-		t.Errorf("GET after the server's pod came back: %q, want hello (its append-only file on the volume)", got)
+	ref, err := name.ParseReference(c.registry+"/"+release.CatalogImages+"/"+spec.Name+":"+spec.Tag, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := remote.Write(ref, img, remote.WithContext(c.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.k8s.Create(c.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range volumes {
+		data := filepath.Join(c.dir, "volumes", fmt.Sprintf("%s-%s-%d", ns, helmName, i))
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(data, spec.User, spec.User); err != nil { // a hostPath volume gets no fsGroup
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: filepath.Base(data)}, Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: data}},
+		}}
+		if err := c.k8s.Create(c.ctx, pv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chart := filepath.Join(repo, "deploy", "catalog", app, "chart")
+	for _, o := range decodeAll(t, run(t, "helm", "template", helmName, chart, "--namespace", ns,
+		"--set-json", `flotilla={"registry":"`+c.registry+`"}`)) {
+		o.SetNamespace(ns)
+		if err := c.k8s.Create(c.ctx, o); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return ref.String()
+}
+
+// run runs a pod to its end and returns what it printed.
+func (c catalogNode) run(t *testing.T, ns, name string, spec corev1.PodSpec) string {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+	p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if err := c.k8s.Create(c.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(c.ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.k8s.Get(ctx, client.ObjectKeyFromObject(p), p)
+		return err == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed), err
+	}); err != nil {
+		t.Fatalf("pod %s/%s never ended: %v\n%s", ns, name, err, podStates(c.ctx, c.k8s, ns))
+	}
+	logs, err := c.cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(logs))
 }
 
 // ready waits until pod exists (as another pod than the one of UID old, if set) and is Ready.

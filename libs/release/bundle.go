@@ -2,11 +2,14 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -123,7 +126,11 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 	}
 	apps, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "catalog", "*", "chart", "Chart.yaml"))
 	for _, c := range apps {
-		if err := b.addChart("catalog", filepath.Dir(c), ChartChanges{}, o.Meta); err != nil {
+		ch := ChartChanges{}
+		if ch.ImageDigests, err = b.addCatalogImage(ctx, o, filepath.Join(filepath.Dir(filepath.Dir(c)), "image.yaml")); err != nil {
+			return nil, err
+		}
+		if err := b.addChart("catalog", filepath.Dir(c), ch, o.Meta); err != nil {
 			return nil, err
 		}
 	}
@@ -152,6 +159,46 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 		Artifact{Repository: FluxTree, Tag: o.Meta.Version, Image: tree},
 		Artifact{Repository: CatalogTree, Tag: o.Meta.Version, Image: catalog})
 	return b, nil
+}
+
+// CatalogImages is where a release puts the catalog apps' images (<prefix>/catalog-images/<app>).
+const CatalogImages = "catalog-images"
+
+// addCatalogImage builds the image of a catalog app (spec: its image.yaml, if it has one) for
+// every platform of the release it can be built for, and returns the digests its chart pins, by
+// tag.
+func (b *Bundle) addCatalogImage(ctx context.Context, o Options, spec string) (map[string]string, error) {
+	if _, err := os.Stat(spec); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	s, err := ReadCatalogImageSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	images := map[string]v1.Image{}
+	var platforms []v1.Platform
+	for _, p := range o.Platforms {
+		img, err := BuildCatalogImage(ctx, o.Repo, s, p, o.WorkDir, o.Meta)
+		if errors.Is(err, ErrOtherMachine) {
+			fmt.Fprintf(o.Log, "catalog image %s: %s left out: %v\n", s.Name, p.String(), err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		images[p.String()] = img
+		platforms = append(platforms, p)
+	}
+	if len(platforms) == 0 {
+		return nil, fmt.Errorf("catalog image %s: none of the release's platforms is this machine's (linux/%s)", s.Name, runtime.GOARCH)
+	}
+	a := Artifact{Repository: CatalogImages + "/" + s.Name, Tag: s.Tag, Index: Index(images, platforms, o.Meta.labels(s.Name))}
+	d, err := a.Digest()
+	if err != nil {
+		return nil, err
+	}
+	b.Artifacts = append(b.Artifacts, a)
+	return map[string]string{s.Tag: d.String()}, nil
 }
 
 func (b *Bundle) addChart(under, dir string, ch ChartChanges, m Meta) error {

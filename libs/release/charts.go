@@ -24,16 +24,19 @@ const (
 )
 
 // ChartChanges are what a release writes into a chart: its version and appVersion, and the
-// digest of its image (values.yaml's `image.digest`, which the templates prefer to the tag).
+// digest of its image (values.yaml's `image.digest`, which the templates prefer to the tag), or,
+// for a catalog app's chart, of its images by tag (values.yaml's `flotilla.imageDigests`).
 type ChartChanges struct {
-	Version     string // SemVer, without a leading v
-	ImageDigest string // "" leaves values.yaml as it is
+	Version      string            // SemVer, without a leading v
+	ImageDigest  string            // "" leaves values.yaml as it is
+	ImageDigests map[string]string // tag → digest; nil leaves values.yaml as it is
 }
 
 var (
 	chartVersion = regexp.MustCompile(`(?m)^version: .*$`)
 	appVersion   = regexp.MustCompile(`(?m)^appVersion: .*$`)
 	imageDigest  = regexp.MustCompile(`(?m)^  digest: ""(\s*#.*)?$`)
+	imageDigests = regexp.MustCompile(`(?m)^  imageDigests: \{\}(\s*#.*)?$`)
 )
 
 // PackageChart archives the chart in dir as `helm package` does (every file under <name>/), with
@@ -73,6 +76,12 @@ func PackageChart(dir string, ch ChartChanges, m Meta) (tgz, chartJSON []byte, e
 		case "values.yaml":
 			if ch.ImageDigest != "" {
 				if body, err = replaceOnce(body, imageDigest, fmt.Sprintf("  digest: %q", ch.ImageDigest), path); err != nil {
+					return err
+				}
+			}
+			if ch.ImageDigests != nil {
+				digests, _ := json.Marshal(ch.ImageDigests) // a YAML flow mapping, keys sorted
+				if body, err = replaceOnce(body, imageDigests, "  imageDigests: "+string(digests), path); err != nil {
 					return err
 				}
 			}

@@ -173,8 +173,9 @@ func appStatus(k *catalog.Kind, hr *helmv2.HelmRelease) AppStatus {
 }
 
 // platformValues are the values the platform adds under the "flotilla" key: who the app
-// belongs to and which shared services its tenant uses, read from the tenant's namespace.
-func platformValues(k *catalog.Kind, name string, ns *corev1.Namespace) map[string]any {
+// belongs to and which shared services its tenant uses, read from the tenant's namespace, and the
+// registry its images come from.
+func platformValues(k *catalog.Kind, name string, ns *corev1.Namespace, registry string) map[string]any {
 	services := map[string]any{}
 	for key, label := range map[string]string{
 		"ingress": tenancyv1.LabelIngress, "monitoring": tenancyv1.LabelMonitoring, "etcd": tenancyv1.LabelEtcd,
@@ -197,12 +198,15 @@ func platformValues(k *catalog.Kind, name string, ns *corev1.Namespace) map[stri
 	if s := ns.Labels[tenancyv1.LabelSchedulingClass]; s != "" {
 		v["schedulingClass"] = s
 	}
+	if registry != "" {
+		v["registry"] = registry
+	}
 	return v
 }
 
 // toHelmRelease writes an app (already defaulted and validated) into hr: a new HelmRelease, or
 // the app's current one on update, whose status and foreign fields are kept.
-func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.Namespace, hr *helmv2.HelmRelease) error {
+func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.Namespace, registry string, hr *helmv2.HelmRelease) error {
 	def := k.Definition.Spec
 	spec, _ := app.Object["spec"].(map[string]any)
 	values := maps.Clone(spec)
@@ -213,7 +217,7 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 	policy, _ := values[catalog.VolumePolicyField].(string)
 	delete(values, catalog.DeletionProtectionField)
 	delete(values, catalog.VolumePolicyField)
-	values[catalogv1.PlatformValuesKey] = platformValues(k, app.GetName(), ns)
+	values[catalogv1.PlatformValuesKey] = platformValues(k, app.GetName(), ns, registry)
 	raw, err := json.Marshal(values)
 	if err != nil {
 		return err

@@ -43,7 +43,7 @@ func starterKind(t testing.TB, app string) *catalog.Kind {
 func FuzzAdmit(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, `{"replicas":3}`, `{"replicas":"3"}`, `{"replicas":0}`, `{"storage":{"size":"1TB"}}`,
-		`{"parameters":{"shared_preload_libraries":"x"}}`, `{"imageName":"evil"}`, `{"flotilla":{"tenant":"x"}}`,
+		`{"parameters":{"shared_preload_libraries":"x"}}`, `{"imageName":"evil"}`, `{"flotilla":{"tenant":"x"}}`, `{"flotilla":{"registry":"evil.example"}}`,
 		`{"volumePolicy":"Delete","deletionProtection":true}`, `{"parameters":{"a":1}}`, `[]`, `null`, `"x"`,
 		`{"storage":null}`, `{"resources":{"cpu":"100m","memory":"1Gi"}}`, `{"version":"12"}`,
 	} {
@@ -75,14 +75,14 @@ func FuzzAdmit(f *testing.F) {
 			return
 		}
 		hr := &helmv2.HelmRelease{}
-		if err := toHelmRelease(k, app, ns, hr); err != nil {
+		if err := toHelmRelease(k, app, ns, "mirror.example/flotilla", hr); err != nil {
 			t.Fatal(err)
 		}
 		var values map[string]any
 		if err := json.Unmarshal(hr.Spec.Values.Raw, &values); err != nil {
 			t.Fatal(err)
 		}
-		if p, _ := values[catalogv1.PlatformValuesKey].(map[string]any); p["tenant"] != "acme" {
+		if p, _ := values[catalogv1.PlatformValuesKey].(map[string]any); p["tenant"] != "acme" || p["registry"] != "mirror.example/flotilla" {
 			t.Fatalf("platform values missing or overridden: %v", values[catalogv1.PlatformValuesKey])
 		}
 		hr.Labels[catalogv1.LabelAppName] = "db"

@@ -66,7 +66,7 @@ func (d defaulter) Default(obj runtime.Object) {
 }
 
 func (s *Server) newServed(k *catalog.Kind) (*served, error) {
-	storage := &appStorage{kind: k, store: s.store, client: s.client, namespaces: s.namespaces}
+	storage := &appStorage{kind: k, store: s.store, client: s.client, namespaces: s.namespaces, registry: s.imageRegistry}
 	scope := &handlers.RequestScope{
 		Namer:               handlers.ContextBasedNaming{Namer: meta.NewAccessor(), ClusterScoped: false},
 		Serializer:          s.serial,

@@ -32,7 +32,7 @@ func TestListJSONIsTheEncodersJSON(t *testing.T) {
 		app.SetLabels(map[string]string{"team": "<&>"}) // escaped alike
 		k.Default(app.Object)
 		hr := &helmv2.HelmRelease{}
-		if err := toHelmRelease(k, app, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app.GetNamespace()}}, hr); err != nil {
+		if err := toHelmRelease(k, app, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app.GetNamespace()}}, "", hr); err != nil {
 			t.Fatal(err)
 		}
 		hr.ResourceVersion = fmt.Sprint(i + 1)
@@ -98,7 +98,7 @@ func postgresReleases(t *testing.T, k *catalog.Kind, ns string, n, first int) []
 		app.SetName(fmt.Sprintf("db%d", i))
 		k.Default(app.Object)
 		hr := &helmv2.HelmRelease{}
-		if err := toHelmRelease(k, app, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, hr); err != nil {
+		if err := toHelmRelease(k, app, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, "", hr); err != nil {
 			t.Fatal(err)
 		}
 		hr.ResourceVersion = fmt.Sprint(first + i)

@@ -62,6 +62,9 @@ type Options struct {
 	History HistoryLimits
 	// BookmarkInterval is how often watches that allow bookmarks get one.
 	BookmarkInterval time.Duration
+	// ImageRegistry is the registry prefix the catalog's charts pull their images from (the
+	// platform's mirror), given to every app as flotilla.registry.
+	ImageRegistry string
 }
 
 // NewOptions returns the defaults: port 8443, delegated authentication and authorization.
@@ -88,6 +91,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.History.Changes, "watch-history", o.History.Changes, "Changes of each kind kept for watches that resume from a resourceVersion and lists at an earlier one.")
 	fs.Int64Var(&o.History.Bytes, "watch-history-bytes", o.History.Bytes, "Estimated bytes of changes kept over all kinds; over it, the kind with the largest history loses its oldest changes.")
 	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", o.BookmarkInterval, "How often watches that allow bookmarks get one.")
+	fs.StringVar(&o.ImageRegistry, "image-registry", o.ImageRegistry, "Registry prefix the catalog's charts pull their images from (the platform's mirror; host[:port]/path), given to each app as flotilla.registry when it is written; empty leaves the charts' own.")
 }
 
 // Scheme holds the typed objects the server reads and writes in kube-apiserver.
@@ -109,6 +113,7 @@ type Server struct {
 	// namespaces: tenant and delivery namespaces, read by every write.
 	namespaces       namespaceReader
 	bookmarkInterval time.Duration
+	imageRegistry    string
 	openapi          *handler3.OpenAPIService
 	serial           negotiatedSerializer
 	admit            admission.Interface
@@ -164,7 +169,7 @@ func New(o *Options, kube *rest.Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		generic: generic, cache: c, client: direct, store: newStore(o.History), bookmarkInterval: o.BookmarkInterval,
+		generic: generic, cache: c, client: direct, store: newStore(o.History), bookmarkInterval: o.BookmarkInterval, imageRegistry: o.ImageRegistry,
 		openapi: handler3.NewOpenAPIService(), serial: newNegotiatedSerializer(),
 		admit: cfg.AdmissionControl, rebuildCh: make(chan struct{}, 1),
 	}

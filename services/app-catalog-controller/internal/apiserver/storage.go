@@ -59,6 +59,8 @@ type appStorage struct {
 	// depend on, must see the latest state.
 	client     client.Client
 	namespaces namespaceReader
+	// registry is given to every app written as flotilla.registry (Options.ImageRegistry).
+	registry string
 }
 
 var (
@@ -402,7 +404,7 @@ func (s *appStorage) Create(ctx context.Context, obj runtime.Object, createValid
 		return nil, err
 	}
 	hr := &helmv2.HelmRelease{}
-	if err := toHelmRelease(s.kind, app, ns, hr); err != nil {
+	if err := toHelmRelease(s.kind, app, ns, s.registry, hr); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	if err := s.client.Create(ctx, hr, &client.CreateOptions{DryRun: opts.DryRun}); err != nil {
@@ -484,7 +486,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 			return nil, false, err
 		}
 		before := hr.DeepCopy()
-		if err := toHelmRelease(s.kind, app, ns, hr); err != nil {
+		if err := toHelmRelease(s.kind, app, ns, s.registry, hr); err != nil {
 			return nil, false, apierrors.NewInternalError(err)
 		}
 		if equality.Semantic.DeepEqual(before, hr) { // nothing to write: a repeated apply, say

@@ -18,9 +18,13 @@ app.kubernetes.io/name: etcd
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end }}
 
-{{/* The image: the etcd release kubeadm pairs with this Kubernetes line, never the customer's choice. */}}
+{{/* The image, never the customer's choice: the etcd release kubeadm pairs with this Kubernetes
+line, the catalog's own build (deploy/catalog/etcd/image.yaml), from the registry the platform
+sets (flotilla.registry, its mirror), by the digest a release pinned. */}}
 {{- define "etcd.image" -}}
-registry.k8s.io/etcd:3.7.0-0
+{{- $tag := "3.7.0" }}
+{{- $repository := printf "%s/catalog-images/etcd" (.Values.flotilla.registry | default "ghcr.io/flotilla-dev") }}
+{{- with index (.Values.flotilla.imageDigests | default dict) $tag }}{{ $repository }}@{{ . }}{{ else }}{{ $repository }}:{{ $tag }}{{ end }}
 {{- end }}
 
 {{/* The peers' stable names (the headless Service's domain). */}}

@@ -13,9 +13,10 @@ app.kubernetes.io/instance: {{ .Release.Name | quote }}
 
 {{/* The image of a version, chosen here and never by the customer: the catalog's own build
 (deploy/catalog/redis/image.yaml, from Debian's packages), from the registry the platform sets
-(flotilla.registry, its mirror). */}}
+(flotilla.registry, its mirror), by the digest a release pinned. */}}
 {{- define "redis.image" -}}
 {{- $tags := dict "7.0" "7.0" }}
 {{- $tag := index $tags (toString .Values.version) | required (printf "unsupported Redis version %q" (toString .Values.version)) }}
-{{- printf "%s/catalog-images/redis:%s" (.Values.flotilla.registry | default "ghcr.io/flotilla-dev") $tag }}
+{{- $repository := printf "%s/catalog-images/redis" (.Values.flotilla.registry | default "ghcr.io/flotilla-dev") }}
+{{- with index (.Values.flotilla.imageDigests | default dict) $tag }}{{ $repository }}@{{ . }}{{ else }}{{ $repository }}:{{ $tag }}{{ end }}
 {{- end }}

@@ -6,12 +6,14 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -22,33 +24,38 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// DebImageSpec is an image made from Debian's packages (deploy/catalog/<app>/image.yaml): the
-// software a catalog app runs, without a container engine and without anything pulled from a
-// registry. Only what its programs need goes in: each program with the shared libraries it loads
+// CatalogImageSpec is the image of a catalog app (deploy/catalog/<app>/image.yaml), built
+// without a container engine and without anything pulled from a registry: from Debian's packages
+// (software a distribution builds, such as Redis) or from Go modules libs/builder pins (such as
+// etcd). Only what its programs need goes in: each program with the shared libraries it loads
 // (its ELF dependencies, found in the packages), the trees it reads, and links.
-type DebImageSpec struct {
+type CatalogImageSpec struct {
 	// Name is the image's repository under the release's catalog images (catalog-images/<name>).
 	Name string `json:"name"`
 	// Tag names the software's version (the app's chart picks it by the version a customer asks for).
 	Tag string `json:"tag"`
-	// Packages are fetched with libs/builder/debs.sh from the machine's Debian archive; list
-	// the libraries' packages too (their files are found, not their dependencies resolved).
-	Packages []string `json:"packages"`
-	// Programs are the executables to keep, with their ELF closure.
-	Programs []string `json:"programs"`
-	// Trees are directories kept whole (data the programs read).
+	// Packages are fetched with libs/builder/debs.sh from the machine's Debian archive, for its
+	// architecture only; list the libraries' packages too (their files are found, not their
+	// dependencies resolved).
+	Packages []string `json:"packages,omitempty"`
+	// Programs are the packages' executables to keep, with their ELF closure.
+	Programs []string `json:"programs,omitempty"`
+	// Trees are the packages' directories kept whole (data the programs read).
 	Trees []string `json:"trees,omitempty"`
 	// Links are symbolic links to make: path in the image → target.
 	Links map[string]string `json:"links,omitempty"`
+	// Tools are Go programs of libs/builder/binaries.txt, built for each platform of the release:
+	// path in the image → the program's name there.
+	Tools map[string]string `json:"tools,omitempty"`
 	// User is the uid (and gid) the image runs as; never 0.
 	User int `json:"user"`
 	// Entrypoint is the image's entrypoint (the chart may give its own command).
 	Entrypoint []string `json:"entrypoint"`
 }
 
-// ReadDebImageSpec reads and checks an image.yaml.
-func ReadDebImageSpec(file string) (DebImageSpec, error) {
-	var s DebImageSpec
+// ReadCatalogImageSpec reads and checks an image.yaml.
+func ReadCatalogImageSpec(file string) (CatalogImageSpec, error) {
+	var s CatalogImageSpec
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return s, err
@@ -59,8 +66,10 @@ func ReadDebImageSpec(file string) (DebImageSpec, error) {
 	switch {
 	case s.Name == "" || s.Tag == "":
 		err = errors.New("name and tag are required")
-	case len(s.Packages) == 0 || len(s.Programs) == 0:
-		err = errors.New("packages and programs are required")
+	case len(s.Packages) == 0 && len(s.Tools) == 0:
+		err = errors.New("packages (with programs) or tools are required")
+	case len(s.Packages) > 0 && len(s.Programs) == 0:
+		err = errors.New("programs are required with packages")
 	case s.User <= 0:
 		err = errors.New("user must be a uid other than root's")
 	case len(s.Entrypoint) == 0:
@@ -72,9 +81,33 @@ func ReadDebImageSpec(file string) (DebImageSpec, error) {
 	return s, nil
 }
 
+// ErrOtherMachine says that an image of Debian's packages is built for this machine's platform
+// only: its packages are fetched for it.
+var ErrOtherMachine = errors.New("an image of Debian's packages is built for this machine's platform only (linux/" + runtime.GOARCH + ")")
+
+// BuildCatalogImage builds the spec's image for platform p: its tools compiled under workDir, its
+// packages fetched (for this machine's platform only: ErrOtherMachine for another).
+func BuildCatalogImage(ctx context.Context, repo string, s CatalogImageSpec, p v1.Platform, workDir string, m Meta) (v1.Image, error) {
+	if len(s.Packages) > 0 && (p.OS != "linux" || p.Architecture != runtime.GOARCH) {
+		return nil, ErrOtherMachine
+	}
+	root, err := FetchDebs(ctx, repo, s)
+	if err != nil {
+		return nil, err
+	}
+	tools := filepath.Join(workDir, p.OS+"-"+p.Architecture+p.Variant, CatalogImages, s.Name)
+	if err := BuildTools(ctx, repo, s, p, tools); err != nil {
+		return nil, err
+	}
+	return CatalogImage(s, root, tools, p, m)
+}
+
 // FetchDebs fetches the spec's packages for this machine (libs/builder/debs.sh, cached outside
-// the clone) and returns the root they are unpacked in.
-func FetchDebs(ctx context.Context, repo string, s DebImageSpec) (string, error) {
+// the clone) and returns the root they are unpacked in; "" when the image has none.
+func FetchDebs(ctx context.Context, repo string, s CatalogImageSpec) (string, error) {
+	if len(s.Packages) == 0 {
+		return "", nil
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(repo, "libs", "builder", "debs.sh"), append([]string{"catalog-" + s.Name}, s.Packages...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -84,14 +117,53 @@ func FetchDebs(ctx context.Context, repo string, s DebImageSpec) (string, error)
 	return strings.TrimSpace(string(out)), nil
 }
 
-// DebImage assembles the spec's image from the packages unpacked in root (FetchDebs), for the
-// machine's platform p: the base layer (CA certificates, /tmp) and one layer of the files kept.
-// Every header and time is fixed and the files are sorted, so that the same packages give the
-// same digest.
-func DebImage(s DebImageSpec, root string, p v1.Platform, m Meta) (v1.Image, error) {
-	files, err := debClosure(s, root, p)
+// BuildTools builds the spec's tools for platform p into dir, each named as in
+// libs/builder/binaries.txt, from the builder's module that pins it, as GoBuild builds this
+// repository's programs (static, no paths, no build ID).
+func BuildTools(ctx context.Context, repo string, s CatalogImageSpec, p v1.Platform, dir string) error {
+	if len(s.Tools) == 0 {
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(repo, "libs", "builder", "binaries.txt"))
 	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", s.Name, err)
+		return err
+	}
+	known := map[string][]string{} // name → module, package, version
+	for line := range strings.Lines(string(raw)) {
+		if f := strings.Fields(line); len(f) == 4 && !strings.HasPrefix(f[0], "#") {
+			known[f[0]] = f[1:]
+		}
+	}
+	for _, tool := range slices.Sorted(maps.Values(s.Tools)) {
+		k, ok := known[tool]
+		if !ok {
+			return fmt.Errorf("image %s: tool %s is not in libs/builder/binaries.txt", s.Name, tool)
+		}
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=",
+			"-o", filepath.Join(dir, tool), k[1])
+		cmd.Dir = filepath.Join(repo, "libs", "builder", k[0])
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("image %s: go build %s for %s: %w\n%s", s.Name, k[1], p.String(), err, msg)
+		}
+	}
+	return nil
+}
+
+// CatalogImage assembles the spec's image for platform p from the packages unpacked in root
+// (FetchDebs; for the machine's platform only) and the tools built into toolDir (BuildTools): the
+// base layer (CA certificates, /tmp) and one layer of the files kept. Every header and time is
+// fixed and the files are sorted, so that the same inputs give the same digest.
+func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Meta) (v1.Image, error) {
+	files := map[string]debFile{}
+	var err error
+	if len(s.Packages) > 0 {
+		if files, err = debClosure(s, root, p); err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.Name, err)
+		}
+	}
+	for at, tool := range s.Tools {
+		files[path.Clean(at)] = debFile{mode: 0o755, from: filepath.Join(toolDir, tool)}
 	}
 	base, err := baseLayer(m.Created)
 	if err != nil {
@@ -107,7 +179,11 @@ func DebImage(s DebImageSpec, root string, p v1.Platform, m Meta) (v1.Image, err
 		case f.link != "":
 			t.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: f.link, Mode: 0o777}, nil)
 		default:
-			body, err := os.ReadFile(filepath.Join(root, name))
+			from := f.from
+			if from == "" {
+				from = filepath.Join(root, name)
+			}
+			body, err := os.ReadFile(from)
 			if err != nil {
 				return nil, err
 			}
@@ -121,7 +197,7 @@ func DebImage(s DebImageSpec, root string, p v1.Platform, m Meta) (v1.Image, err
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	if img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: CA certificates"}},
-		mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: " + s.Name + " from Debian's packages " + strings.Join(s.Packages, " ")}},
+		mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: " + s.Name + " from " + strings.Join(append(slices.Sorted(maps.Values(s.Tools)), s.Packages...), " ")}},
 	); err != nil {
 		return nil, err
 	}
@@ -142,15 +218,17 @@ func DebImage(s DebImageSpec, root string, p v1.Platform, m Meta) (v1.Image, err
 	return mutate.ConfigFile(img, cf)
 }
 
-// debFile is a file kept: a regular file (its mode) or a symbolic link (its target).
+// debFile is a file kept: a regular file (its mode, and where it comes from when not from the
+// packages' root) or a symbolic link (its target).
 type debFile struct {
 	mode fs.FileMode
+	from string
 	link string
 }
 
 // debClosure finds what the image keeps: the programs and trees, the shared libraries the
 // programs' ELF files load (and theirs), with every symbolic link on the way, and the spec's links.
-func debClosure(s DebImageSpec, root string, p v1.Platform) (map[string]debFile, error) {
+func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]debFile, error) {
 	triplet, ok := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[p.Architecture]
 	if !ok {
 		return nil, fmt.Errorf("no Debian multiarch name for %s", p.Architecture)
@@ -182,7 +260,12 @@ func debClosure(s DebImageSpec, root string, p v1.Platform) (map[string]debFile,
 			return fmt.Errorf("%s is neither a file nor a link", name)
 		}
 		files[name] = debFile{mode: fi.Mode()}
-		needed, interp, err := elfNeeds(filepath.Join(root, name))
+		f, err := os.Open(filepath.Join(root, name))
+		if err != nil {
+			return err
+		}
+		needed, interp, err := elfNeeds(f)
+		_ = f.Close()
 		if err != nil || (needed == nil && interp == "") {
 			return err
 		}
@@ -233,8 +316,8 @@ func debClosure(s DebImageSpec, root string, p v1.Platform) (map[string]debFile,
 
 // elfNeeds is an ELF file's interpreter and the shared libraries it loads; nothing for a file
 // that is not ELF.
-func elfNeeds(file string) (needed []string, interp string, err error) {
-	f, err := elf.Open(file)
+func elfNeeds(r io.ReaderAt) (needed []string, interp string, err error) {
+	f, err := elf.NewFile(r)
 	if err != nil {
 		var format *elf.FormatError
 		if errors.As(err, &format) {
@@ -242,7 +325,6 @@ func elfNeeds(file string) (needed []string, interp string, err error) {
 		}
 		return nil, "", err
 	}
-	defer func() { _ = f.Close() }()
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
 			raw := make([]byte, prog.Filesz)

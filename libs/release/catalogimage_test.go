@@ -1,0 +1,202 @@
+package release
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// The catalog's Redis image, from Debian's packages: the programs with every library they load
+// (down to the dynamic loader), the links the chart's script uses, run as uid 999; the same
+// packages give the same digest, and a library whose package is not listed is named.
+func TestCatalogImageOfDebianPackages(t *testing.T) {
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		t.Skip("fetching Debian's packages needs apt-get (a Debian machine, as CI is)")
+	}
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ReadCatalogImageSpec(filepath.Join(repo, "deploy", "catalog", "redis", "image.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	root, err := FetchDebs(ctx, repo, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	m := Meta{Version: "1.0.0", Revision: "test", Source: "https://example.org/flotilla", Created: time.Unix(1_700_000_000, 0).UTC()}
+	img, err := CatalogImage(spec, root, "", p, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := CatalogImage(spec, root, "", p, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := img.Digest()
+	d2, _ := again.Digest()
+	if d1 != d2 {
+		t.Errorf("the same packages gave %s, then %s", d1, d2)
+	}
+
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User != "999:999" || !slices.Equal(cf.Config.Entrypoint, []string{"/usr/bin/redis-server"}) {
+		t.Errorf("user %q, entrypoint %v", cf.Config.User, cf.Config.Entrypoint)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[len(layers)-1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	files := map[string]*tar.Header{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["/"+strings.TrimSuffix(h.Name, "/")] = h
+	}
+	for name, want := range map[string]byte{
+		"/usr/bin/redis-server":    tar.TypeSymlink, // Debian's links it to redis-check-rdb
+		"/usr/bin/redis-check-rdb": tar.TypeReg,
+		"/usr/bin/redis-cli":       tar.TypeReg,
+		"/bin/sh":                  tar.TypeSymlink,
+		"/bin/busybox":             tar.TypeReg,
+		"/usr/lib":                 tar.TypeDir,
+	} {
+		if h := files[name]; h == nil || h.Typeflag != want {
+			t.Errorf("%s: %v, want type %c", name, h, want)
+		}
+	}
+	var libs []string
+	for name := range files {
+		if strings.Contains(name, ".so") {
+			libs = append(libs, filepath.Base(name))
+		}
+	}
+	for _, lib := range []string{"libc.so.6", "libjemalloc.so.2", "libssl.so.3", "libzstd.so.1"} {
+		if !slices.Contains(libs, lib) {
+			t.Errorf("no %s among the libraries %v", lib, libs)
+		}
+	}
+	for name := range files {
+		if strings.HasPrefix(name, "/usr/share/doc") || strings.HasPrefix(name, "/etc/init.d") || strings.HasSuffix(name, "redis-benchmark") {
+			t.Errorf("%s is in the image: only what the programs need belongs there", name)
+		}
+	}
+
+	spec.Packages = slices.DeleteFunc(spec.Packages, func(p string) bool { return p == "libjemalloc2" })
+	if root, err = FetchDebs(ctx, repo, spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CatalogImage(spec, root, "", p, m); err == nil || !strings.Contains(err.Error(), "libjemalloc.so.2") {
+		t.Errorf("a library's package missing: %v, want an error naming libjemalloc.so.2", err)
+	}
+}
+
+// A release pins a catalog chart's image by digest: the Redis chart it packages pulls
+// <the platform's registry>/catalog-images/redis@<digest>.
+func TestCatalogChartPinsItsImage(t *testing.T) {
+	helm, err := exec.LookPath("helm")
+	if err != nil {
+		t.Skip("helm not on PATH (make test builds it)")
+	}
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	tgz, _, err := PackageChart(filepath.Join("..", "..", "deploy", "catalog", "redis", "chart"),
+		ChartChanges{ImageDigests: map[string]string{"7.0": digest}}, Meta{Created: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "redis.tgz")
+	if err := os.WriteFile(path, tgz, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(helm, "template", "cache", path, "--set-json", `flotilla={"registry":"mirror.example/flotilla"}`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	if want := "image: mirror.example/flotilla/" + CatalogImages + "/redis@" + digest; !strings.Contains(string(out), want) {
+		t.Errorf("the packaged chart renders no %q:\n%s", want, out)
+	}
+}
+
+// The catalog's etcd image, from the Go modules the builder pins: etcd and etcdctl built for the
+// platform, static, and nothing else but the base layer; run as the non-root user.
+func TestCatalogImageOfTools(t *testing.T) {
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ReadCatalogImageSpec(filepath.Join(repo, "deploy", "catalog", "etcd", "image.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	img, err := BuildCatalogImage(context.Background(), repo, spec, p, t.TempDir(), Meta{Created: time.Unix(0, 0).UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User != "65532:65532" || cf.Architecture != runtime.GOARCH {
+		t.Errorf("user %q, architecture %q", cf.Config.User, cf.Architecture)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[len(layers)-1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	var files []string
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			files = append(files, "/"+h.Name)
+			body, _ := io.ReadAll(tr)
+			if needed, interp, err := elfNeeds(bytes.NewReader(body)); err != nil || interp != "" || len(needed) > 0 {
+				t.Errorf("%s: interpreter %q, libraries %v (%v): want a static program", h.Name, interp, needed, err)
+			}
+		}
+	}
+	if want := []string{"/usr/local/bin/etcd", "/usr/local/bin/etcdctl"}; !slices.Equal(files, want) {
+		t.Errorf("files %v, want %v", files, want)
+	}
+}
