@@ -341,3 +341,34 @@ func TestAddonCharts(t *testing.T) {
 		})
 	}
 }
+
+// What tenants may do is in one file per chart, templates/tenant-roles.yaml, plain YAML that
+// `make demo` and the tests apply as it is: every ClusterRole a chart aggregates into the tenant
+// roles is in that file, and rendered unchanged. A chart granting tenants something elsewhere would
+// make the demo's tenants differ from a platform's.
+func TestTenantRolesInOneFile(t *testing.T) {
+	for _, svc := range services(t) {
+		chart := filepath.Join(repo, "deploy", "charts", svc)
+		file := map[string]*unstructured.Unstructured{}
+		if raw, err := os.ReadFile(filepath.Join(chart, "templates", "tenant-roles.yaml")); err == nil {
+			if strings.Contains(string(raw), "{{") {
+				t.Errorf("%s: tenant-roles.yaml holds template directives: it must apply as it is", svc)
+			}
+			for _, o := range decodeAll(t, raw) {
+				file[o.GetName()] = o
+			}
+		}
+		for _, o := range decodeAll(t, run(t, "helm", "template", svc, chart, "--namespace", "flotilla-system")) {
+			tenant := false
+			for label := range o.GetLabels() {
+				tenant = tenant || strings.HasPrefix(label, "flotilla.dev/aggregate-to-tenant-")
+			}
+			if !tenant {
+				continue
+			}
+			if f := file[o.GetName()]; f == nil || !equality.Semantic.DeepEqual(f.Object, o.Object) {
+				t.Errorf("%s: %s %s is aggregated into the tenant roles but is not rendered as templates/tenant-roles.yaml has it", svc, o.GetKind(), o.GetName())
+			}
+		}
+	}
+}

@@ -459,6 +459,9 @@ up() {
   crds+="$capi_dir/config/crd/bases,$capi_dir/bootstrap/kubeadm/config/crd/bases,$(moddir "$capk")/config/crd/bases,"
   crds+="$root/services/cluster-controller/test/crds/kamaji,"
   hooks=$(for s in "${services[@]}"; do f=$root/deploy/charts/$s/files/manifests.yaml; if [[ -f $f ]]; then printf "%s=%s," "$f" "${webhook_ports[$s]}"; fi; done)
+  # What tenants may do is what every chart's tenant-roles.yaml says, applied as the chart ships it
+  # (TestTenantRolesInOneFile: no chart grants tenants anything elsewhere).
+  tenant_roles=$(printf "%s," "$root"/deploy/charts/*/templates/tenant-roles.yaml)
   # A real node (kubelet, containerd, kube-proxy, CoreDNS) needs root: namespaces, cgroups, mounts.
   node_flag=()
   [[ $EUID -eq 0 ]] && node_flag=(--node)
@@ -468,7 +471,7 @@ up() {
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port,usage.flotilla.dev/v1alpha1=$usage_port" \
-      --apply "$root/deploy/charts/tenant-controller/templates/tenant-roles.yaml,$root/deploy/charts/usage-api/templates/tenant-roles.yaml,$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
+      --apply "$tenant_roles$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
       --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
       --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin "${node_flag[@]}" \
       > "$state/logs/localcp.log" 2>&1 &
@@ -612,6 +615,8 @@ YAML
   kubectl wait tenantnetworks --all -A --for=condition=Ready --timeout=60s >/dev/null
   kubectl get subnets.kubeovn.io -o custom-columns=SUBNET:.metadata.name,NAMESPACE:.spec.namespaces[0],CIDR:.spec.cidrBlock
   kubectl get tenantnetworks -A -o wide
+  echo "  \$ kubectl get tenantnetworks -n tenant-acme   # as acme's admin"
+  "${as_acme[@]}" get tenantnetworks -n tenant-acme 2>&1 | sed 's/^/    /'
   echo "  OVN northbound (ovn-nbctl): a gateway router per network, NAT toward the platform"
   LD_LIBRARY_PATH=$OVN_ROOT/usr/lib/x86_64-linux-gnu:$OVN_ROOT/lib/x86_64-linux-gnu "$OVN_ROOT/usr/bin/ovn-nbctl" --db="$OVN_NB" lr-list | sed 's/^/    /'
   echo

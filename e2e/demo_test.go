@@ -90,6 +90,13 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks the network router %s in the API and in OVN:\n%s", want, out)
 		}
 	}
+	// acme's administrator sees its own networks (the net-controller's chart's tenant roles).
+	if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		f := strings.Fields(line)
+		return len(f) >= 4 && f[0] == "private" && f[1] == "192.168.0.0/24" && f[3] == "True" // NAME CIDR SNAT READY
+	}) {
+		t.Errorf("acme's administrator is not shown its TenantNetwork private:\n%s", out)
+	}
 	// The node agent's rule in node-1's namespace (the demo needs root for it).
 	if os.Geteuid() == 0 && !strings.Contains(out, "from 203.0.113.2 lookup 110 proto 241") {
 		t.Errorf("the node agent's policy rule is not shown:\n%s", out)
