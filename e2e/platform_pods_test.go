@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,12 +17,16 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
@@ -30,24 +35,37 @@ import (
 const platformNamespace = "flotilla-system"
 
 // scraped starts VictoriaMetrics on the machine, finding Flotilla's metrics endpoints as a platform's
-// does (Kubernetes service discovery over EndpointSlices, every Service port named metrics), and
-// waits until every one of them is up: each pod behind each Service scraped.
+// does (Kubernetes service discovery over EndpointSlices): the controllers' (Service ports named
+// metrics) and the aggregated API servers' (their secure port, named https, where a ServiceAccount
+// bound to system:monitoring may read /metrics). It waits until every one of them is up: each pod
+// behind each Service scraped.
 func scraped(ctx context.Context, t *testing.T, env *testenv.Env, dir string) {
 	t.Helper()
 	kubeconfig, err := env.AdminKubeconfig("victoria-metrics", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	token := filepath.Join(dir, "victoria-metrics.token")
+	if err := os.WriteFile(token, []byte(monitoringToken(ctx, t, env)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	vm, err := testenv.StartVictoriaMetrics(dir, testenv.VictoriaMetricsOptions{ScrapeConfig: fmt.Sprintf(`
 global: {scrape_interval: 2s}
 scrape_configs:
   - job_name: flotilla
-    kubernetes_sd_configs: [{role: endpointslice, kubeconfig_file: %q, namespaces: {names: [%s]}}]
+    kubernetes_sd_configs: [{role: endpointslice, kubeconfig_file: %[1]q, namespaces: {names: [%[2]s]}}]
     relabel_configs:
       - {source_labels: [__meta_kubernetes_endpointslice_port_name], regex: metrics, action: keep}
       - {source_labels: [__meta_kubernetes_service_name], target_label: service}
-      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
-`, kubeconfig, platformNamespace)})
+  - job_name: flotilla-apiservers
+    scheme: https
+    tls_config: {insecure_skip_verify: true}
+    bearer_token_file: %[3]q
+    kubernetes_sd_configs: [{role: endpointslice, kubeconfig_file: %[1]q, namespaces: {names: [%[2]s]}}]
+    relabel_configs:
+      - {source_labels: [__meta_kubernetes_endpointslice_port_name], regex: https, action: keep}
+      - {source_labels: [__meta_kubernetes_service_name], target_label: service}
+`, kubeconfig, platformNamespace, token)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +78,7 @@ scrape_configs:
 	}
 	for _, s := range slices.Items {
 		for _, p := range s.Ports {
-			if p.Name != nil && *p.Name == "metrics" {
+			if p.Name != nil && (*p.Name == "metrics" || *p.Name == "https") {
 				want[s.Labels[discoveryv1.LabelServiceName]] += len(s.Endpoints)
 			}
 		}
@@ -70,7 +88,7 @@ scrape_configs:
 	}
 	var got map[string]int
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		up, err := vmQuery(ctx, vm.URL, `up{job="flotilla"} == 1`)
+		up, err := vmQuery(ctx, vm.URL, `up{job=~"flotilla|flotilla-apiservers"} == 1`)
 		if err != nil {
 			return false, err
 		}
@@ -90,6 +108,26 @@ scrape_configs:
 			err, got, want, filepath.Join(dir, "victoria-metrics.log"))
 	}
 	t.Logf("VictoriaMetrics scrapes every Flotilla metrics endpoint: %v", want)
+}
+
+// monitoringToken is a token of a ServiceAccount that may read metrics endpoints behind
+// Kubernetes' authorization (the system:monitoring ClusterRole), as a platform's scraper has.
+func monitoringToken(ctx context.Context, t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "victoria-metrics"}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "victoria-metrics"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:monitoring"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}}}
+	for _, o := range []client.Object{sa, crb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := env.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
 
 // vmQuery runs an instant PromQL query.
