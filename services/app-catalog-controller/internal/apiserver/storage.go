@@ -442,6 +442,23 @@ func (s *appStorage) read(ctx context.Context, name string) (*helmv2.HelmRelease
 	return hr, app, nil
 }
 
+// keepDeletionProtection carries an app's deletion protection over an update that does not
+// mention it (a replace whose body omits the field, or the whole spec): only an explicit false
+// turns it off.
+func keepDeletionProtection(app, old *unstructured.Unstructured) {
+	if on, _, _ := unstructured.NestedBool(old.Object, "spec", catalog.DeletionProtectionField); !on {
+		return
+	}
+	switch spec := app.Object["spec"].(type) {
+	case map[string]any:
+		if _, set := spec[catalog.DeletionProtectionField]; !set {
+			spec[catalog.DeletionProtectionField] = true
+		}
+	case nil: // no spec, or spec: null
+		app.Object["spec"] = map[string]any{catalog.DeletionProtectionField: true}
+	} // anything else is refused by admission
+}
+
 // Update implements rest.Updater (PUT, PATCH and server-side apply).
 func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
 	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
@@ -473,6 +490,7 @@ func (s *appStorage) Update(ctx context.Context, name string, objInfo rest.Updat
 		if app.GetUID() != "" && app.GetUID() != hr.UID {
 			return nil, false, apierrors.NewConflict(s.gr(), name, fmt.Errorf("metadata.uid %s does not match the app's %s", app.GetUID(), hr.UID))
 		}
+		keepDeletionProtection(app, old)
 		if err := s.admit(app, old); err != nil {
 			return nil, false, err
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -273,6 +274,33 @@ func TestDeletionProtectionAndVolumePolicies(t *testing.T) {
 	err := pg.Delete(ctx, "kept", metav1.DeleteOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.deletionProtection") {
 		t.Fatalf("protected delete: %v", err)
+	}
+	// Only an explicit false turns it off: a replace whose body omits the field, or the whole
+	// spec, keeps it (the other values go back to their defaults, as a replace does).
+	for _, body := range []string{"{replicas: 2}", ""} {
+		var got *unstructured.Unstructured
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // helm-controller writes the status meanwhile
+			app, err := pg.Get(ctx, "kept", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			replaced := appObject("Postgres", ns, "kept", body)
+			if body == "" {
+				delete(replaced.Object, "spec")
+			}
+			replaced.SetResourceVersion(app.GetResourceVersion())
+			got, err = pg.Update(ctx, replaced, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("replace with spec %q: %v", body, err)
+		}
+		if on, _, _ := unstructured.NestedBool(got.Object, "spec", "deletionProtection"); !on {
+			t.Errorf("a replace with spec %q turned deletion protection off: %v", body, got.Object["spec"])
+		}
+		if err := pg.Delete(ctx, "kept", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("delete after a replace with spec %q: %v, want it refused", body, err)
+		}
 	}
 	kept := claim(t, ns, "pg-kept", "data-pg-kept-1")
 	// A claim exempt from the policy, as a managed cluster's worker root disk is, goes with its owner.
