@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/release"
-	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/libs/testenv/node"
 )
 
@@ -29,34 +28,9 @@ import (
 // builder pins), pulled from the registry the platform sets, each chart as the catalog ships it,
 // its data on the node's disk. Clients are pods that reach the app by its Service's name.
 func TestCatalogAppsServe(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a real node needs root (network namespaces, cgroups, mounts): CI runs as root")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(testenv.Options{Node: true, ControllerManager: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	if _, err := env.StartScheduler(t.TempDir(), testenv.SchedulerOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := os.Getenv("NODE_DIR") // keeps the node's state and logs there, to debug a failure
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	n, err := node.Start(ctx, env, node.Options{Dir: dir})
-	if err != nil {
-		dumpLogs(t, filepath.Join(dir, "logs"))
-		t.Fatal(err)
-	}
-	defer n.Stop()
-	defer func() {
-		if t.Failed() {
-			dumpLogs(t, filepath.Join(dir, "logs"))
-		}
-	}()
+	env, n, dir := startNode(ctx, t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)

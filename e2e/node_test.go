@@ -32,34 +32,9 @@ import (
 // as kube-apiserver reaches a webhook; kube-apiserver reads its logs from the kubelet; a
 // NetworkPolicy refuses the pods it does not admit (kube-router); nothing restarts.
 func TestRealNodeRunsPods(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a real node needs root (network namespaces, cgroups, mounts): CI runs as root")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(testenv.Options{Node: true, ControllerManager: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	if _, err := env.StartScheduler(t.TempDir(), testenv.SchedulerOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := os.Getenv("NODE_DIR") // keeps the node's state and logs there, to debug a failure
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	n, err := node.Start(ctx, env, node.Options{Dir: dir})
-	if err != nil {
-		dumpLogs(t, filepath.Join(dir, "logs"))
-		t.Fatal(err)
-	}
-	defer n.Stop()
-	defer func() {
-		if t.Failed() {
-			dumpLogs(t, filepath.Join(dir, "logs"))
-		}
-	}()
+	env, n, _ := startNode(ctx, t)
 
 	debs, err := testenv.NodeDebsRoot()
 	if err != nil {
@@ -199,6 +174,40 @@ func TestRealNodeRunsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("node %s: kubelet %s, %s, %s", n.Name, nodeObj.Status.NodeInfo.KubeletVersion, nodeObj.Status.NodeInfo.ContainerRuntimeVersion, nodeObj.Status.NodeInfo.OSImage)
+}
+
+// startNode starts a control plane with kube-controller-manager and kube-scheduler, and a real
+// node beside it, both stopped when the test ends (the node's logs printed if it failed). The test
+// is skipped without root. NODE_DIR keeps the node's state and logs, to debug a failure.
+func startNode(ctx context.Context, t *testing.T) (*testenv.Env, *node.Node, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a real node needs root (network namespaces, cgroups, mounts): CI runs as root")
+	}
+	env, err := testenv.Start(testenv.Options{Node: true, ControllerManager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	if _, err := env.StartScheduler(t.TempDir(), testenv.SchedulerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("NODE_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	n, err := node.Start(ctx, env, node.Options{Dir: dir})
+	if err != nil {
+		dumpLogs(t, filepath.Join(dir, "logs"))
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, filepath.Join(dir, "logs"))
+		}
+	})
+	return env, n, dir
 }
 
 // restrictedPod is a pod spec of c (and volumes) that the restricted Pod Security level admits.

@@ -18,9 +18,6 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
 )
 
@@ -165,10 +162,6 @@ func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Met
 	for at, tool := range s.Tools {
 		files[path.Clean(at)] = debFile{mode: 0o755, from: filepath.Join(toolDir, tool)}
 	}
-	base, err := baseLayer(m.Created)
-	if err != nil {
-		return nil, err
-	}
 	t := &tarWriter{created: m.Created}
 	for _, dir := range parents(files) {
 		t.dir(dir, 0o755)
@@ -190,32 +183,13 @@ func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Met
 			t.file(name, int64(f.mode.Perm()), body)
 		}
 	}
-	layer, err := t.layer()
-	if err != nil {
-		return nil, err
-	}
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	if img, err = mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: CA certificates"}},
-		mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: " + s.Name + " from " + strings.Join(append(slices.Sorted(maps.Values(s.Tools)), s.Packages...), " ")}},
-	); err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Created = v1.Time{Time: m.Created}
-	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
-	cf.Config = v1.Config{
+	return baseAnd(t, s.Name+" from "+strings.Join(append(slices.Sorted(maps.Values(s.Tools)), s.Packages...), " "), p, m, v1.Config{
 		Entrypoint: s.Entrypoint,
 		User:       fmt.Sprintf("%d:%d", s.User, s.User),
 		WorkingDir: "/",
 		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
 		Labels:     m.labels(s.Name),
-	}
-	return mutate.ConfigFile(img, cf)
+	})
 }
 
 // debFile is a file kept: a regular file (its mode, and where it comes from when not from the

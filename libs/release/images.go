@@ -86,10 +86,6 @@ func GoBuild(ctx context.Context, repo string, b Binary, p v1.Platform, out stri
 // after their path in the image): a base layer (CA certificates, the non-root user) and a layer
 // of the binaries.
 func Image(spec ImageSpec, p v1.Platform, binDir string, m Meta) (v1.Image, error) {
-	base, err := baseLayer(m.Created)
-	if err != nil {
-		return nil, err
-	}
 	files := &tarWriter{created: m.Created}
 	for _, b := range spec.Binaries {
 		bin, err := os.ReadFile(filepath.Join(binDir, filepath.Base(b.Path)))
@@ -98,15 +94,30 @@ func Image(spec ImageSpec, p v1.Platform, binDir string, m Meta) (v1.Image, erro
 		}
 		files.file(b.Path, 0o755, bin)
 	}
-	bins, err := files.layer()
+	return baseAnd(files, spec.Name+" binaries", p, m, v1.Config{
+		Entrypoint: []string{spec.Binaries[0].Path},
+		User:       fmt.Sprintf("%d:%d", NonRoot, NonRoot),
+		WorkingDir: "/",
+		Env:        []string{"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
+		Labels:     m.labels(spec.Name),
+	})
+}
+
+// baseAnd is a platform's image of the base layer and a layer of files (what says what they are),
+// with config c.
+func baseAnd(files *tarWriter, what string, p v1.Platform, m Meta, c v1.Config) (v1.Image, error) {
+	base, err := baseLayer(m.Created)
 	if err != nil {
 		return nil, err
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	layer, err := files.layer()
+	if err != nil {
+		return nil, err
+	}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	if img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: CA certificates, user nonroot"}},
-		mutate.Addendum{Layer: bins, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: " + spec.Name + " binaries"}},
+		mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "flotilla release: " + what}},
 	); err != nil {
 		return nil, err
 	}
@@ -117,13 +128,7 @@ func Image(spec ImageSpec, p v1.Platform, binDir string, m Meta) (v1.Image, erro
 	cf = cf.DeepCopy()
 	cf.Created = v1.Time{Time: m.Created}
 	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
-	cf.Config = v1.Config{
-		Entrypoint: []string{spec.Binaries[0].Path},
-		User:       fmt.Sprintf("%d:%d", NonRoot, NonRoot),
-		WorkingDir: "/",
-		Env:        []string{"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
-		Labels:     m.labels(spec.Name),
-	}
+	cf.Config = c
 	return mutate.ConfigFile(img, cf)
 }
 

@@ -176,11 +176,27 @@ func TestImage(t *testing.T) {
 // flatten returns the files of the image's (gzip tar) layers by path.
 func flatten(t *testing.T, img v1.Image) map[string][]byte {
 	t.Helper()
+	out := map[string][]byte{}
+	for name, e := range entries(t, img) {
+		out[name] = e.body
+	}
+	return out
+}
+
+// entry is a tar entry of an image's layer: its header and, for a file, its content.
+type entry struct {
+	*tar.Header
+	body []byte
+}
+
+// entries returns the entries of the image's (gzip tar) layers by path, a later layer's winning.
+func entries(t *testing.T, img v1.Image) map[string]entry {
+	t.Helper()
 	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]byte{}
+	out := map[string]entry{}
 	for _, l := range layers {
 		rc, err := l.Compressed()
 		if err != nil {
@@ -200,7 +216,7 @@ func flatten(t *testing.T, img v1.Image) map[string][]byte {
 				t.Fatal(err)
 			}
 			body, _ := io.ReadAll(tr)
-			out[h.Name] = body
+			out[h.Name] = entry{h, body}
 		}
 		rc.Close()
 	}
