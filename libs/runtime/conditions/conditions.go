@@ -1,6 +1,8 @@
 package conditions
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,19 +80,27 @@ func ReadyFlipped(before, after Setter) *metav1.Condition {
 	return now
 }
 
-// Stall describes why a reconcile cannot progress without a human changing something.
+// Stall describes why a reconcile cannot progress without a human changing something: the spec
+// (the message names the field), or an object in the way. It is an error, so that the reconcile
+// can end with it (status.Stalled).
 type Stall struct {
 	Reason  string
 	Message string
 }
 
+// Error is the stall's reason and message.
+func (s Stall) Error() string { return s.Reason + ": " + s.Message }
+
 // Summarize derives the kstatus conditions from the domain conditions (in order of importance)
 // and, when stall is non-nil, marks the object Stalled:
 //
 //   - stalled: Stalled=True, Ready=False with the stall's reason, no Reconciling;
-//   - every domain condition True: Ready=True, no Reconciling, no Stalled;
+//   - every domain condition True for the object's current generation: Ready=True, no
+//     Reconciling, no Stalled;
 //   - otherwise: Ready=False and Reconciling=True carrying the first domain condition that is not
-//     True (a missing one counts as not yet evaluated).
+//     True for the current generation. A missing one, or one set for an earlier generation, is
+//     not yet evaluated for this spec: a reconcile that failed before it evaluated a condition
+//     again leaves that condition as an earlier spec had it, which says nothing about this one.
 //
 // observedGeneration is advanced only when the object is Ready or Stalled, so kstatus reports
 // "in progress" until the current generation has been fully acted upon.
@@ -105,9 +115,10 @@ func Summarize(obj Setter, domain []string, stall *Stall) {
 	Delete(obj, fmeta.StalledCondition)
 	for _, t := range domain {
 		c := Get(obj, t)
-		if c == nil {
-			MarkFalse(obj, fmeta.ReadyCondition, fmeta.ProgressingReason, t+" not yet evaluated")
-			MarkTrue(obj, fmeta.ReconcilingCondition, fmeta.ProgressingReason, t+" not yet evaluated")
+		if c == nil || c.ObservedGeneration != obj.GetGeneration() {
+			msg := fmt.Sprintf("%s not yet evaluated for generation %d", t, obj.GetGeneration())
+			MarkFalse(obj, fmeta.ReadyCondition, fmeta.ProgressingReason, msg)
+			MarkTrue(obj, fmeta.ReconcilingCondition, fmeta.ProgressingReason, msg)
 			return
 		}
 		if c.Status != metav1.ConditionTrue {
@@ -119,6 +130,21 @@ func Summarize(obj Setter, domain []string, stall *Stall) {
 	MarkTrue(obj, fmeta.ReadyCondition, fmeta.SucceededReason, "Reconciliation succeeded")
 	Delete(obj, fmeta.ReconcilingCondition)
 	obj.SetObservedGeneration(obj.GetGeneration())
+}
+
+// Unfinished keeps a reconcile that failed with err from claiming the generation it did not
+// finish: Ready=True stays only where it was already True for this generation before the
+// reconcile (before is the object as read), that is, an earlier reconcile of the same generation
+// finished it. Otherwise Ready is False and Reconciling True with the error, and
+// observedGeneration stays as it was. Call it after Summarize.
+func Unfinished(obj, before Setter, err error) {
+	if !IsTrue(obj, fmeta.ReadyCondition) || IsReady(before) {
+		return
+	}
+	msg := fmt.Sprintf("Reconciliation of generation %d failed: %v", obj.GetGeneration(), err)
+	MarkFalse(obj, fmeta.ReadyCondition, fmeta.ProgressingReason, msg)
+	MarkTrue(obj, fmeta.ReconcilingCondition, fmeta.ProgressingReason, msg)
+	obj.SetObservedGeneration(before.GetObservedGeneration())
 }
 
 // MarkDeleting records that the object is being torn down and what it waits for.

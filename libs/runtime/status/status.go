@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
@@ -42,6 +43,11 @@ const StaleRequeue = 200 * time.Millisecond
 // conditions.MarkDeleting), patches the status only when something changed, and posts one Event
 // when Ready flips.
 //
+// Ready=True for a generation means the reconcile finished it: every domain condition was
+// evaluated True for that generation (conditions.Summarize), and a reconcile that ended in an
+// error leaves Ready True only where an earlier reconcile of the same generation had made it so
+// (conditions.Unfinished). A stall is recorded, and ends the reconcile, as Stalled says.
+//
 // The patch is made only if obj is unchanged since it was read. A reconcile working from a stale
 // copy (the cache has not yet seen an earlier reconcile's write) would otherwise write that
 // write's conditions again, with new transition times, and announce its flip a second time. Then
@@ -49,10 +55,22 @@ const StaleRequeue = 200 * time.Millisecond
 // reconcile's outcome (see Write). Errors are joined into *retErr; an object deleted meanwhile is
 // no error.
 func (w Writer) Finish(ctx context.Context, helper *patch.Helper, obj Object, stall *conditions.Stall, res *ctrl.Result, retErr *error) {
+	before := helper.Before().(conditions.Setter)
 	if obj.GetDeletionTimestamp().IsZero() {
-		conditions.Summarize(obj, w.Domain, stall)
+		switch {
+		case stall != nil:
+			stalledRes, stalledErr := Stalled(obj, *stall, *res)
+			if *retErr == nil { // an error a retry may cure stands, and is retried
+				*res, *retErr = stalledRes, stalledErr
+			}
+		default:
+			conditions.Summarize(obj, w.Domain, nil)
+			if *retErr != nil {
+				conditions.Unfinished(obj, before, *retErr)
+			}
+		}
 	}
-	flipped := conditions.ReadyFlipped(helper.Before().(conditions.Setter), obj)
+	flipped := conditions.ReadyFlipped(before, obj)
 	if Write(ctx, w.Client, helper, obj, res, retErr) && flipped != nil && w.Recorder != nil {
 		kind := corev1.EventTypeNormal
 		if flipped.Status != metav1.ConditionTrue {
@@ -60,6 +78,23 @@ func (w Writer) Finish(ctx context.Context, helper *patch.Helper, obj Object, st
 		}
 		w.Recorder.Eventf(obj, nil, kind, flipped.Reason, "Reconcile", "%s", flipped.Message)
 	}
+}
+
+// Stalled is the one way a Flotilla reconcile ends when it cannot progress until a human changes
+// something: the spec (stall's message names the field) or an object in the way. It marks obj
+// Stalled=True and Ready=False with stall's reason, drops Reconciling and records the generation
+// as observed (the verdict is about this spec), and returns the reconcile's outcome: a
+// reconcile.TerminalError carrying stall, which controller-runtime does not retry (a change of
+// the object, or of anything its controller watches, brings it back), unless res asks for
+// another look later, which then stands with no error (controller-runtime ignores a requeue
+// returned with an error). Writer.Finish calls it for the stall a reconcile recorded; a reconciler
+// that writes its status with Write alone calls it itself.
+func Stalled(obj conditions.Setter, stall conditions.Stall, res ctrl.Result) (ctrl.Result, error) {
+	conditions.Summarize(obj, nil, &stall)
+	if !res.IsZero() {
+		return res, nil
+	}
+	return ctrl.Result{}, reconcile.TerminalError(stall)
 }
 
 // Write is Finish's write alone, for a reconciler that sets Ready itself and posts no Event: it

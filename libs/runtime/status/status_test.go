@@ -10,7 +10,10 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -27,27 +30,7 @@ import (
 // a converged reconcile writes nothing; a reconcile from a stale copy writes nothing, announces
 // nothing and looks again.
 func TestFinish(t *testing.T) {
-	scheme := widget.Scheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := widget.CRDDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{Scheme: scheme, CRDDirs: []string{dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = mgr.Start(ctx) }()
-	k8s := env.Client
+	ctx, k8s, mgr := start(t)
 	w := status.Writer{Client: k8s, Recorder: mgr.GetEventRecorder("status-test"), Domain: []string{"Built"}}
 
 	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w"}, Spec: map[string]string{"a": "b"}}
@@ -128,4 +111,128 @@ func TestFinish(t *testing.T) {
 	if want := map[string]int{"w Normal Succeeded": 1, "w Warning Test": 1}; !maps.Equal(got, want) {
 		t.Errorf("events: %v, want %v", got, want)
 	}
+}
+
+// start runs a real API server with the Widget kind, and a manager for its event recorder.
+func start(t *testing.T) (context.Context, client.Client, ctrl.Manager) {
+	t.Helper()
+	scheme := widget.Scheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := widget.CRDDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(testenv.Options{Scheme: scheme, CRDDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = mgr.Start(ctx) }()
+	return ctx, env.Client, mgr
+}
+
+// Against a real API server, judged by kstatus as Flux, kubectl wait and Argo CD judge: a
+// reconcile of a new generation that fails never makes the object Current for it, whether it failed
+// before its domain conditions were evaluated again or after; the next reconcile that finishes
+// does. A failure once the generation is finished leaves Ready as it was. A stall ends in a
+// terminal error and kstatus Failed.
+func TestAFailedReconcileIsNeverReadyForItsGeneration(t *testing.T) {
+	ctx, k8s, _ := start(t)
+	w := status.Writer{Client: k8s, Domain: []string{"Built", "Shipped"}}
+	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w"}, Spec: map[string]string{"a": "b"}}
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	// reconcile reads the widget, runs evaluate on it (which sets domain conditions and says how the
+	// reconcile ended) and Finish, as a reconciler's deferred status write does; it returns the
+	// reconcile's outcome and the widget as stored after it.
+	reconcile := func(stall *conditions.Stall, evaluate func(*widget.Widget) error) (ctrl.Result, error, *widget.Widget) {
+		t.Helper()
+		obj := &widget.Widget{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "w"}, obj); err != nil {
+			t.Fatal(err)
+		}
+		helper := patch.NewHelper(obj)
+		var res ctrl.Result
+		err := evaluate(obj)
+		w.Finish(ctx, helper, obj, stall, &res, &err)
+		now := &widget.Widget{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "w"}, now); err != nil {
+			t.Fatal(err)
+		}
+		return res, err, now
+	}
+	all := func(obj *widget.Widget) error {
+		conditions.MarkTrue(obj, "Built", "Test", "built")
+		conditions.MarkTrue(obj, "Shipped", "Test", "shipped")
+		return nil
+	}
+	failed := errors.New("listing the parts: connection refused")
+	changeSpec := func(v string) {
+		t.Helper()
+		obj := &widget.Widget{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "w"}, obj); err != nil {
+			t.Fatal(err)
+		}
+		obj.Spec = map[string]string{"a": v}
+		if err := k8s.Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(what string, got *widget.Widget, want kstatus.Status) {
+		t.Helper()
+		if s := kstatusOf(t, got); s != want {
+			t.Errorf("%s: kstatus %s, want %s (generation %d, observedGeneration %d, %+v)",
+				what, s, want, got.Generation, got.Status.ObservedGeneration, got.Status.Conditions)
+		}
+	}
+
+	_, _, got := reconcile(nil, all)
+	expect("generation 1 reconciled", got, kstatus.CurrentStatus)
+
+	changeSpec("c")
+	_, err, got := reconcile(nil, func(*widget.Widget) error { return failed })
+	expect("generation 2, failed before evaluating anything", got, kstatus.InProgressStatus)
+	if conditions.IsTrue(got, "Ready") || got.Status.ObservedGeneration != 1 || !errors.Is(err, failed) {
+		t.Errorf("generation 2, failed before evaluating anything: Ready %+v, observedGeneration %d, error %v",
+			conditions.Get(got, "Ready"), got.Status.ObservedGeneration, err)
+	}
+	_, _, got = reconcile(nil, func(obj *widget.Widget) error { conditions.MarkTrue(obj, "Built", "Test", "built"); return failed })
+	expect("generation 2, failed after evaluating one condition", got, kstatus.InProgressStatus)
+	_, _, got = reconcile(nil, func(obj *widget.Widget) error { _ = all(obj); return failed })
+	expect("generation 2, every condition evaluated, then failed", got, kstatus.InProgressStatus)
+	_, _, got = reconcile(nil, all)
+	expect("generation 2 reconciled", got, kstatus.CurrentStatus)
+	_, _, got = reconcile(nil, func(obj *widget.Widget) error { _ = all(obj); return failed })
+	expect("generation 2 reconciled, then a reconcile failed", got, kstatus.CurrentStatus)
+
+	changeSpec("d")
+	res, err, got := reconcile(&conditions.Stall{Reason: "InvalidA", Message: "spec.a: d is not a letter of the widget's"}, func(*widget.Widget) error { return nil })
+	expect("generation 3, stalled", got, kstatus.FailedStatus)
+	if !errors.Is(err, crreconcile.TerminalError(nil)) || !res.IsZero() || got.Status.ObservedGeneration != 3 {
+		t.Errorf("generation 3, stalled: result %+v, error %v, observedGeneration %d; want a terminal error alone, generation 3 observed",
+			res, err, got.Status.ObservedGeneration)
+	}
+}
+
+// kstatusOf is what kstatus computes for a widget.
+func kstatusOf(t *testing.T, w *widget.Widget) kstatus.Status {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := kstatus.Compute(&unstructured.Unstructured{Object: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Status
 }
