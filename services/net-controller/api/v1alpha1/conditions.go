@@ -56,6 +56,8 @@ const (
 	AddressPoolInUseReason = "AddressPoolInUse"
 	// NotOwnedReason: an object of the name the controller wants exists and is not the controller's.
 	NotOwnedReason = "NotOwned"
+	// InvalidNodeSelectorReason: a RoutingPolicy's spec.nodeSelector is not a valid label selector.
+	InvalidNodeSelectorReason = "InvalidNodeSelector"
 )
 
 // Labels the net-controller puts on what it creates.

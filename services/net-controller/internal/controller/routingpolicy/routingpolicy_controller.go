@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
@@ -54,7 +53,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if p.Spec.NodeSelector != nil {
 		var err error
 		if sel, err = metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err != nil {
-			return ctrl.Result{}, reconcile.TerminalError(err)
+			msg := fmt.Sprintf("spec.nodeSelector: %v; no node applies the policy until it is fixed", err)
+			conditions.MarkFalse(p, NodesAppliedCondition, netv1.InvalidNodeSelectorReason, msg)
+			stall = &conditions.Stall{Reason: netv1.InvalidNodeSelectorReason, Message: msg}
+			return ctrl.Result{}, nil
 		}
 	}
 	var waiting, refused []string
