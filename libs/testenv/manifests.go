@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -105,4 +107,44 @@ func WaitAdmitted(ctx context.Context, c client.Client, probe func() client.Obje
 		return fmt.Errorf("%T is not admitted: %w (last: %v)", probe(), err, last)
 	}
 	return nil
+}
+
+// Refuse makes kube-apiserver refuse, with message, the requests rule matches for which the CEL
+// expression deny holds (over object, or oldObject for a deletion): a ValidatingAdmissionPolicy
+// and its binding, both named name. A test makes a controller's write fail for real with it.
+// kube-apiserver picks policies up from an informer: Refuse returns once it acts on this one, that
+// is once probe (a dry-run request the policy must refuse) fails with message. lift removes the
+// policy again; kube-apiserver stops acting on it moments later.
+func Refuse(ctx context.Context, c client.Client, name string, rule admissionv1.RuleWithOperations, deny, message string,
+	probe func(context.Context) error) (lift func(context.Context) error, err error) {
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: rule}}},
+			Validations:      []admissionv1.Validation{{Expression: "!(" + deny + ")", Message: message}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	lift = func(ctx context.Context) error {
+		return errors.Join(client.IgnoreNotFound(c.Delete(ctx, binding)), client.IgnoreNotFound(c.Delete(ctx, policy)))
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := c.Create(ctx, obj); err != nil {
+			return nil, errors.Join(err, lift(ctx))
+		}
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = probe(ctx)
+		return last != nil && strings.Contains(last.Error(), message), nil
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("ValidatingAdmissionPolicy %s does not act: %w (last: %v)", name, err, last), lift(ctx))
+	}
+	return lift, nil
 }
