@@ -18,6 +18,7 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	kubevirt.io/api v1.9.0
 	kubevirt.io/containerized-data-importer-api v1.64.0
+	sigs.k8s.io/cli-utils v0.37.2
 	sigs.k8s.io/cluster-api v1.13.6
 	sigs.k8s.io/cluster-api-provider-kubevirt v0.11.2
 	sigs.k8s.io/controller-runtime v0.25.2

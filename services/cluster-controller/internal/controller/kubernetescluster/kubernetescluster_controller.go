@@ -2,7 +2,6 @@ package kubernetescluster
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -150,10 +149,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		r.reconcileStatus,
 	} {
 		if err := phase(ctx, s); err != nil || s.stall != nil {
-			if s.stall != nil {
-				return reconcile.TerminalError(errors.New(s.stall.Message))
-			}
-			return err
+			return err // a stall ends the reconcile in Finish (status.Stalled)
 		}
 	}
 	return nil
