@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,7 +106,8 @@ func startManager() error {
 	if err != nil {
 		return err
 	}
-	r := &tenant.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tenant-controller")}
+	lists.Client = mgr.GetClient()
+	r := &tenant.Reconciler{Client: lists, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tenant-controller")}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopMgr = cancel
 	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
@@ -125,6 +127,32 @@ func startManager() error {
 	return wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		return mgr.GetWebhookServer().StartedChecker()(nil) == nil, nil
 	})
+}
+
+// lists is the reconciler's client, whose List of the Tenants in one namespace fails while a test
+// says so (failLists): a List error in the tenant tree's load.
+var lists = &faultyLists{}
+
+type faultyLists struct {
+	client.Client
+	namespace atomic.Pointer[string]
+	failed    atomic.Int64
+}
+
+// failLists makes the List of the Tenants in namespace ns fail until the test ends.
+func failLists(t *testing.T, ns string) {
+	lists.namespace.Store(&ns)
+	t.Cleanup(func() { lists.namespace.Store(nil) })
+}
+
+func (f *faultyLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if ns := f.namespace.Load(); ns != nil {
+		if _, tenants := list.(*tenancyv1.TenantList); tenants && (&client.ListOptions{}).ApplyOptions(opts).Namespace == *ns {
+			f.failed.Add(1)
+			return fmt.Errorf("listing the tenants in %s: injected failure", *ns)
+		}
+	}
+	return f.Client.List(ctx, list, opts...)
 }
 
 func stopManager() {
