@@ -74,13 +74,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 
 // reconcileNormal applies the definitions of the source's current artifact. An artifact a human
 // must fix (an OCI Helm repository, content that is not definitions) is Stalled with a terminal
-// error: a new revision of the source brings it back. Anything else that fails (the source
-// unreachable, an API error) is Reconciling and retried.
+// error (status.Stalled): a new revision of the source brings it back. Definitions in conflict
+// with others are Stalled too, and the source is still applied on its interval. Anything else
+// that fails (the source unreachable, an API error) is Reconciling and retried.
 func (r *Reconciler) reconcileNormal(ctx context.Context, src *catalogv1.CatalogSource) (reconcile.Result, error) {
 	artifact, ready, err := r.artifact(ctx, src)
 	if errors.Is(err, errNoIndex) {
-		conditions.Summarize(src, nil, &conditions.Stall{Reason: fmeta.InvalidSpecReason, Message: err.Error()})
-		return reconcile.Result{}, reconcile.TerminalError(err)
+		return status.Stalled(src, conditions.Stall{Reason: fmeta.InvalidSpecReason, Message: err.Error()}, reconcile.Result{})
 	}
 	if err != nil {
 		return reconcile.Result{}, reconciling(src, fmeta.ProgressingReason, err)
@@ -92,8 +92,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, src *catalogv1.Catalog
 	}
 	defs, err := r.definitions(ctx, src, artifact)
 	if invalid := (invalidArtifact{}); errors.As(err, &invalid) {
-		conditions.Summarize(src, nil, &conditions.Stall{Reason: catalogv1.ArtifactFailedReason, Message: err.Error()})
-		return reconcile.Result{}, reconcile.TerminalError(err)
+		return status.Stalled(src, conditions.Stall{Reason: catalogv1.ArtifactFailedReason, Message: err.Error()}, reconcile.Result{})
 	}
 	if err != nil {
 		return reconcile.Result{}, reconciling(src, catalogv1.ArtifactFailedReason, err)
@@ -104,9 +103,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, src *catalogv1.Catalog
 	}
 	src.Status.Revision, src.Status.Definitions, src.Status.Conflicts = artifact.revision, applied, conflicts
 	if len(conflicts) > 0 { // the definitions' watch brings the source back when a conflict goes away
-		conditions.Summarize(src, nil, &conditions.Stall{Reason: catalogv1.KindConflictReason,
-			Message: fmt.Sprintf("%d definitions not applied: %s", len(conflicts), strings.Join(conflicts, "; "))})
-		return reconcile.Result{RequeueAfter: Interval}, nil
+		return status.Stalled(src, conditions.Stall{Reason: catalogv1.KindConflictReason,
+			Message: fmt.Sprintf("%d definitions not applied: %s", len(conflicts), strings.Join(conflicts, "; "))},
+			reconcile.Result{RequeueAfter: Interval}) // the rest is still applied on the interval
 	}
 	conditions.Summarize(src, nil, nil)
 	conditions.MarkTrue(src, fmeta.ReadyCondition, fmeta.SucceededReason,

@@ -75,31 +75,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			return reconcile.Result{}, err
 		}
 	}
-	return reconcile.Result{}, r.reconcileNormal(ctx, def)
+	return r.reconcileNormal(ctx, def)
 }
 
-// reconcileNormal judges the definition: served (Ready), or Stalled with the reason. A schema
-// that does not compile is a spec a human must fix: a terminal error, no retry. A clash with
-// another definition or a missing delivery grant is Stalled without an error: the watches on
-// definitions and on the delivery ClusterRole bring the definition back when that changes.
-func (r *Reconciler) reconcileNormal(ctx context.Context, def *catalogv1.ApplicationDefinition) error {
+// reconcileNormal judges the definition: served (Ready), or Stalled with the reason and a
+// terminal error, no retry (status.Stalled): a schema that does not compile is a spec a human must
+// fix; a clash with another definition or a missing delivery grant waits for a human too, and the
+// watches on definitions and on the delivery ClusterRole bring the definition back when that
+// changes.
+func (r *Reconciler) reconcileNormal(ctx context.Context, def *catalogv1.ApplicationDefinition) (reconcile.Result, error) {
 	verdict, err := r.judge(ctx, def)
 	if err != nil {
 		conditions.MarkFalse(def, fmeta.ReadyCondition, fmeta.ProgressingReason, err.Error())
 		conditions.MarkTrue(def, fmeta.ReconcilingCondition, fmeta.ProgressingReason, err.Error())
-		return err
+		return reconcile.Result{}, err
 	}
 	if verdict != nil {
-		conditions.Summarize(def, nil, &conditions.Stall{Reason: verdict.Reason, Message: verdict.Message})
-		if verdict.Reason == catalogv1.InvalidSchemaReason {
-			return reconcile.TerminalError(fmt.Errorf("%s", verdict.Message))
-		}
-		return nil
+		return status.Stalled(def, conditions.Stall{Reason: verdict.Reason, Message: verdict.Message}, reconcile.Result{})
 	}
 	conditions.Summarize(def, nil, nil)
 	conditions.MarkTrue(def, fmeta.ReadyCondition, catalogv1.ServedReason,
 		fmt.Sprintf("served as %s (%s.%s)", def.Spec.Names.Kind, def.Spec.Names.Plural, catalogv1.AppsGroupVersion.Group))
-	return nil
+	return reconcile.Result{}, nil
 }
 
 // judge decides as the apps apiserver does: definitions clashing with a built-in resource are
