@@ -42,7 +42,7 @@ type CatalogImageSpec struct {
 	// Links are symbolic links to make: path in the image → target.
 	Links map[string]string `json:"links,omitempty"`
 	// Tools are Go programs of libs/builder/binaries.txt, built for each platform of the release:
-	// path in the image → the program's name there.
+	// path in the image → its name in binaries.txt.
 	Tools map[string]string `json:"tools,omitempty"`
 	// User is the uid (and gid) the image runs as; never 0.
 	User int `json:"user"`
@@ -152,7 +152,7 @@ func BuildTools(ctx context.Context, repo string, s CatalogImageSpec, p v1.Platf
 // base layer (CA certificates, /tmp) and one layer of the files kept. Every header and time is
 // fixed and the files are sorted, so that the same inputs give the same digest.
 func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Meta) (v1.Image, error) {
-	files := map[string]debFile{}
+	files := map[string]imageFile{}
 	var err error
 	if len(s.Packages) > 0 {
 		if files, err = debClosure(s, root, p); err != nil {
@@ -160,7 +160,7 @@ func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Met
 		}
 	}
 	for at, tool := range s.Tools {
-		files[path.Clean(at)] = debFile{mode: 0o755, from: filepath.Join(toolDir, tool)}
+		files[path.Clean(at)] = imageFile{mode: 0o755, from: filepath.Join(toolDir, tool)}
 	}
 	t := &tarWriter{created: m.Created}
 	for _, dir := range parents(files) {
@@ -192,9 +192,9 @@ func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Met
 	})
 }
 
-// debFile is a file kept: a regular file (its mode, and where it comes from when not from the
+// imageFile is a file kept: a regular file (its mode, and where it comes from when not from the
 // packages' root) or a symbolic link (its target).
-type debFile struct {
+type imageFile struct {
 	mode fs.FileMode
 	from string
 	link string
@@ -202,13 +202,13 @@ type debFile struct {
 
 // debClosure finds what the image keeps: the programs and trees, the shared libraries the
 // programs' ELF files load (and theirs), with every symbolic link on the way, and the spec's links.
-func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]debFile, error) {
+func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]imageFile, error) {
 	triplet, ok := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[p.Architecture]
 	if !ok {
 		return nil, fmt.Errorf("no Debian multiarch name for %s", p.Architecture)
 	}
 	libDirs := []string{"/lib/" + triplet, "/usr/lib/" + triplet, "/lib", "/usr/lib"}
-	files := map[string]debFile{}
+	files := map[string]imageFile{}
 	var add func(name string) error
 	add = func(name string) error {
 		name = path.Clean(name)
@@ -224,7 +224,7 @@ func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]debF
 			if err != nil {
 				return err
 			}
-			files[name] = debFile{link: target}
+			files[name] = imageFile{link: target}
 			if !path.IsAbs(target) {
 				target = path.Join(path.Dir(name), target)
 			}
@@ -233,7 +233,7 @@ func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]debF
 		if !fi.Mode().IsRegular() {
 			return fmt.Errorf("%s is neither a file nor a link", name)
 		}
-		files[name] = debFile{mode: fi.Mode()}
+		files[name] = imageFile{mode: fi.Mode()}
 		f, err := os.Open(filepath.Join(root, name))
 		if err != nil {
 			return err
@@ -283,7 +283,7 @@ func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]debF
 		}
 	}
 	for name, target := range s.Links {
-		files[path.Clean(name)] = debFile{link: target}
+		files[path.Clean(name)] = imageFile{link: target}
 	}
 	return files, nil
 }
@@ -315,7 +315,7 @@ func elfNeeds(r io.ReaderAt) (needed []string, interp string, err error) {
 }
 
 // parents lists every directory above the files, each once, parents first.
-func parents(files map[string]debFile) []string {
+func parents(files map[string]imageFile) []string {
 	set := map[string]bool{}
 	for name := range files {
 		for dir := path.Dir(name); dir != "/" && !set[dir]; dir = path.Dir(dir) {

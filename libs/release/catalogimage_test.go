@@ -101,29 +101,50 @@ func TestCatalogImageOfDebianPackages(t *testing.T) {
 	}
 }
 
-// A release pins a catalog chart's image by digest: the Redis chart it packages pulls
-// <the platform's registry>/catalog-images/redis@<digest>.
-func TestCatalogChartPinsItsImage(t *testing.T) {
+// A release pins each catalog chart's image by digest: every image the chart renders, as the
+// release packages it, is <the platform's registry>/catalog-images/<app>@<digest> for the tag its
+// image.yaml builds.
+func TestCatalogChartsPinTheirImages(t *testing.T) {
 	helm, err := exec.LookPath("helm")
 	if err != nil {
 		t.Skip("helm not on PATH (make test builds it)")
 	}
+	specs, _ := filepath.Glob(filepath.Join("..", "..", "deploy", "catalog", "*", "image.yaml"))
+	if len(specs) == 0 {
+		t.Fatal("no deploy/catalog/*/image.yaml")
+	}
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	tgz, _, err := PackageChart(filepath.Join("..", "..", "deploy", "catalog", "redis", "chart"),
-		ChartChanges{ImageDigests: map[string]string{"7.0": digest}}, Meta{Created: time.Unix(0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "redis.tgz")
-	if err := os.WriteFile(path, tgz, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(helm, "template", "cache", path, "--set-json", `flotilla={"registry":"mirror.example/flotilla"}`).CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, out)
-	}
-	if want := "image: mirror.example/flotilla/" + CatalogImages + "/redis@" + digest; !strings.Contains(string(out), want) {
-		t.Errorf("the packaged chart renders no %q:\n%s", want, out)
+	for _, file := range specs {
+		spec, err := ReadCatalogImageSpec(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgz, _, err := PackageChart(filepath.Join(filepath.Dir(file), "chart"),
+			ChartChanges{ImageDigests: map[string]string{spec.Tag: digest}}, Meta{Created: time.Unix(0, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), spec.Name+".tgz")
+		if err := os.WriteFile(path, tgz, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(helm, "template", "app", path, "--namespace", "tenant-acme",
+			"--set-json", `flotilla={"registry":"mirror.example/flotilla"}`).CombinedOutput()
+		if err != nil {
+			t.Fatalf("helm template %s: %v\n%s", spec.Name, err, out)
+		}
+		want, images := "mirror.example/flotilla/"+CatalogImages+"/"+spec.Name+"@"+digest, 0
+		for line := range strings.Lines(string(out)) {
+			if image, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
+				images++
+				if strings.Trim(image, `"`) != want {
+					t.Errorf("%s's chart renders image %s, want %s", spec.Name, image, want)
+				}
+			}
+		}
+		if images == 0 {
+			t.Errorf("%s's chart renders no image", spec.Name)
+		}
 	}
 }
 
