@@ -3,8 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -30,18 +30,22 @@ import (
 func TestCatalogAppsServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	env, n, dir := startNode(ctx, t)
+	env, n, _ := startNode(ctx, t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := catalogNode{ctx: ctx, k8s: env.Client, cs: cs, n: n, dir: dir, registry: n.Registry + "/flotilla"}
+	if err := n.StartLocalVolumes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := catalogNode{ctx: ctx, k8s: env.Client, cs: cs, registry: n.Registry + "/flotilla"}
 
 	t.Run("redis", func(t *testing.T) {
 		const ns, app = "shop", "cache"
-		image := c.install(t, "redis", ns, app, 1)
+		image := c.install(t, "redis", ns, app)
 		server := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-0"}}
 		ready(ctx, t, c.k8s, server, "")
+		c.serving(t, ns, app, 6379)
 		t.Logf("Redis runs on %s from %s", n.Name, image)
 
 		host := app + "." + ns + ".svc.cluster.local"
@@ -71,6 +75,7 @@ func TestCatalogAppsServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		ready(ctx, t, c.k8s, server, string(server.UID))
+		c.serving(t, ns, app, 6379)
 		if got := cli("read", true, "get", "greeting"); got != "hello" {
 			t.Errorf("GET after the server's pod came back: %q, want hello (its append-only file on the volume)", got)
 		}
@@ -78,7 +83,7 @@ func TestCatalogAppsServe(t *testing.T) {
 
 	t.Run("etcd", func(t *testing.T) {
 		const ns, app = "tenant-acme", "etcd"
-		image := c.install(t, "etcd", ns, app, 3)
+		image := c.install(t, "etcd", ns, app)
 		for i := range 3 {
 			ready(ctx, t, c.k8s, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("etcd-%d", i)}}, "")
 		}
@@ -90,6 +95,7 @@ func TestCatalogAppsServe(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("the etcd-auth Job did not succeed: %v\n%s", err, podStates(ctx, c.k8s, ns))
 		}
+		c.serving(t, ns, "etcd", 2379)
 		t.Logf("etcd: three members on %s from %s", n.Name, image)
 
 		etcdctl := func(pod string, withCert bool, args ...string) string {
@@ -123,16 +129,14 @@ type catalogNode struct {
 	ctx      context.Context
 	k8s      client.Client
 	cs       kubernetes.Interface
-	n        *node.Node
-	dir      string
 	registry string // the platform's registry (here the node's), as flotilla.registry
 }
 
-// install builds the app's image as a release does and pushes it to the node's registry, makes
-// volumes volumes on the node's disk for its claims, and installs its chart rendered as the
-// platform renders it (its Helm release named helmName, in namespace ns, restricted). It returns the
-// image's reference.
-func (c catalogNode) install(t *testing.T, app, ns, helmName string, volumes int) string {
+// install builds the app's image as a release does and pushes it to the node's registry, and
+// installs its chart rendered as the platform renders it (its Helm release named helmName, in
+// namespace ns, restricted), its volumes on the node's disk (the tenant's choice of the class
+// local-path). It returns the image's reference.
+func (c catalogNode) install(t *testing.T, app, ns, helmName string) string {
 	t.Helper()
 	spec, err := release.ReadCatalogImageSpec(filepath.Join(repo, "deploy", "catalog", app, "image.yaml"))
 	if err != nil {
@@ -153,33 +157,35 @@ func (c catalogNode) install(t *testing.T, app, ns, helmName string, volumes int
 		"pod-security.kubernetes.io/enforce": "restricted"}}}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range volumes {
-		data := filepath.Join(c.dir, "volumes", fmt.Sprintf("%s-%s-%d", ns, helmName, i))
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(data, spec.User, spec.User); err != nil { // a hostPath volume gets no fsGroup
-			t.Fatal(err)
-		}
-		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: filepath.Base(data)}, Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: data}},
-		}}
-		if err := c.k8s.Create(c.ctx, pv); err != nil {
-			t.Fatal(err)
-		}
-	}
 	chart := filepath.Join(repo, "deploy", "catalog", app, "chart")
 	for _, o := range decodeAll(t, run(t, "helm", "template", helmName, chart, "--namespace", ns,
-		"--set-json", `flotilla={"registry":"`+c.registry+`"}`)) {
+		"--set", "storage.storageClass="+node.LocalVolumes, "--set-json", `flotilla={"registry":"`+c.registry+`"}`)) {
 		o.SetNamespace(ns)
 		if err := c.k8s.Create(c.ctx, o); err != nil {
 			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
 	return ref.String()
+}
+
+// serving waits until the Service's address answers on port from the machine: kube-proxy has the
+// endpoints of pods that just became Ready a moment after they did.
+func (c catalogNode) serving(t *testing.T, ns, name string, port int) {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := c.k8s.Get(c.ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(port))
+	if err := wait.PollUntilContextTimeout(c.ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("Service %s/%s (%s) does not answer: %v", ns, name, addr, err)
+	}
 }
 
 // run runs a pod to its end and returns what it printed.
