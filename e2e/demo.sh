@@ -14,7 +14,9 @@
 #       bootstrap provider with the local provider stand-in (Kamaji + KubeVirt) for the
 #       cluster-controller, applies the starter catalog and deploy/examples/ and waits for Ready:
 #       the tenant tree, a Postgres in tenant acme, the storage policies, the tenant subnets and
-#       two tenants' networks; then acme orders a Kubernetes cluster and lists its nodes.
+#       two tenants' networks; then acme orders a Kubernetes cluster and lists its nodes. As root, a
+#       real node joins last; the catalog's images go into its registry and acme's Redis "sessions"
+#       runs on it, on a volume of the node's disk, and answers PING.
 # down: stops the controllers and the control plane; the state stays in .local/.
 #
 # FLOTILLA_STATE moves the state directory, FLOTILLA_PORT_BASE the local ports (19443: the
@@ -118,7 +120,7 @@ stages=(
   "net: net-controller=./services/net-controller/cmd net-agent=./services/net-controller/cmd/agent"
   "cluster: cluster-api-manager kubeadm-bootstrap-manager cluster-controller=./services/cluster-controller/cmd local-provider=./services/cluster-controller/cmd/local-provider"
   "usage: victoria-metrics kube-state-metrics usage-api=./services/usage-api/cmd"
-  "node: kubelet kube-proxy containerd containerd-shim-runc-v2 cni-ptp cni-host-local cni-loopback registry coredns kube-router"
+  "node: kubelet kube-proxy containerd containerd-shim-runc-v2 cni-ptp cni-host-local cni-loopback registry coredns kube-router local-path-provisioner release=./libs/release/cmd/release"
 )
 
 # build_items ITEM...: the builder's binaries in one build.sh call, then this repository's programs
@@ -260,6 +262,25 @@ real_node() {
   kubectl rollout status -n kube-system daemonset/coredns --timeout=180s >/dev/null
   kubectl get node "$name" -o wide
   kubectl get pods -n kube-system -o wide
+  echo
+  say "acme's Redis on the real node: its image built here from Debian's packages, its volume on the node's disk"
+  local out
+  out=$("$state/bin/release" catalog-images -registry "$NODE_REGISTRY/flotilla" -insecure -work "${FLOTILLA_CACHE:-$HOME/.cache/flotilla}/release-work" 2>&1) ||
+    { echo "$out"; echo "building the catalog's images failed"; exit 1; }
+  grep '^pushed' <<<"$out" | sed 's/^/  /'
+  "${as_acme[@]}" apply -f - <<'YAML'
+apiVersion: apps.flotilla.dev/v1alpha1
+kind: Redis
+metadata: {name: sessions, namespace: tenant-acme}
+spec: {storage: {storageClass: local-path}}
+YAML
+  local release
+  release=$(kubectl get helmreleases -A -l apps.flotilla.dev/kind=Redis,apps.flotilla.dev/name=sessions -o jsonpath='{.items[0].spec.releaseName}')
+  kubectl wait -n tenant-acme --for=create "pod/$release-0" --timeout=120s >/dev/null
+  kubectl wait -n tenant-acme --for=condition=Ready "pod/$release-0" --timeout=240s >/dev/null
+  kubectl get -n tenant-acme "pod/$release-0" "pvc/data-$release-0" -o wide
+  echo "  \$ kubectl exec -n tenant-acme $release-0 -- redis-cli ping   # as acme's admin"
+  "${as_acme[@]}" exec -n tenant-acme "$release-0" -- redis-cli ping 2>&1 | sed 's/^/    /'
   echo
 }
 
@@ -497,9 +518,12 @@ up() {
     tail -30 "$state/logs/apps-apiserver.log"
   }
   say "starting the apps apiserver (apps.flotilla.dev, through kube-apiserver's aggregator)"
+  # With a real node, the catalog's apps pull their images from its registry (real_node fills it).
+  images=()
+  [[ -n ${NODE_REGISTRY:-} ]] && images=(--image-registry="$NODE_REGISTRY/flotilla")
   run_bg apps-apiserver "$state/bin/apps-apiserver" --bind-address=127.0.0.1 --secure-port="$apps_port" \
     --cert-dir="$state/apps-apiserver" --kubeconfig="$KUBECONFIG" \
-    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
+    --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" "${images[@]}"
 
   say "applying deploy/examples/ (a tenant's namespace must exist before its children: retrying)"
   kubectl create namespace tenant-root --dry-run=client -o yaml | kubectl apply -f - >/dev/null

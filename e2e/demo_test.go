@@ -13,7 +13,8 @@ import (
 // their own processes, the example tenant tree becomes Ready and is printed, the starter catalog
 // is served and the Postgres ordered in tenant acme is Ready, the storage policies are Ready on the
 // LINSTOR test double; acme's Kubernetes cluster is Ready and its nodes are listed with the
-// customer's kubeconfig; as root, a real node joins; `make demo-down` stops everything.
+// customer's kubeconfig; as root, a real node joins and acme's Redis runs on it and answers;
+// `make demo-down` stops everything.
 // demoPorts is how many local ports demo.sh uses from FLOTILLA_PORT_BASE on (base to base+12).
 const demoPorts = 13
 
@@ -111,6 +112,10 @@ func TestDemo(t *testing.T) {
 		}
 		if !nodeReady || !dns {
 			t.Errorf("the real node is not shown Ready (%v) with CoreDNS running on it (%v):\n%s", nodeReady, dns, out)
+		}
+		// acme's Redis runs there from an image built here, and answers its admin.
+		if !slices.Contains(strings.Split(out, "\n"), "    PONG") {
+			t.Errorf("acme's Redis on the real node does not answer PING:\n%s", out)
 		}
 	}
 	if !strings.Contains(out, "pod/db condition met") {

@@ -164,6 +164,19 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 // CatalogImages is where a release puts the catalog apps' images (<prefix>/catalog-images/<app>).
 const CatalogImages = "catalog-images"
 
+// BuildCatalogImages builds, as Build does, the image of every catalog app that has one
+// (deploy/catalog/*/image.yaml) and nothing else: what `make demo` puts in its node's registry.
+func BuildCatalogImages(ctx context.Context, o Options) (*Bundle, error) {
+	b := &Bundle{}
+	specs, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "catalog", "*", "image.yaml"))
+	for _, spec := range specs {
+		if _, err := b.addCatalogImage(ctx, o, spec); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
 // addCatalogImage builds the image of a catalog app (spec: its image.yaml, if it has one) for
 // every platform of the release it can be built for, and returns the digests its chart pins, by
 // tag.

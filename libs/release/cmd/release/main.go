@@ -2,9 +2,12 @@
 //
 //	release build [-out DIR] [-registry HOST/PREFIX] [-platforms linux/amd64,linux/arm64]
 //	release push -bundle DIR -registry HOST/PREFIX [-insecure]
+//	release catalog-images -registry HOST/PREFIX [-insecure] [-platforms linux/<this machine's>]
 //
 // build writes the offline bundle (an OCI image layout) to -out, and pushes it to -registry if
 // set. push copies a bundle into a registry: the mirror of an installation without internet.
+// catalog-images builds the catalog apps' images alone and pushes them (`make demo` fills its
+// node's registry so).
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +40,10 @@ func main() {
 		err = build(ctx, os.Args[2:])
 	case "push":
 		err = push(ctx, os.Args[2:])
+	case "catalog-images":
+		err = catalogImages(ctx, os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want build or push", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want build, push or catalog-images", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -61,13 +67,9 @@ func build(ctx context.Context, args []string) error {
 		return err
 	}
 	meta.Source = *source
-	var ps []v1.Platform
-	for s := range strings.SplitSeq(*platforms, ",") {
-		p, err := v1.ParsePlatform(s)
-		if err != nil {
-			return err
-		}
-		ps = append(ps, *p)
+	ps, err := parsePlatforms(*platforms)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	b, err := release.Build(ctx, release.Options{Repo: *repo, Meta: meta, Platforms: ps, WorkDir: *work, Log: os.Stderr})
@@ -86,6 +88,32 @@ func build(ctx context.Context, args []string) error {
 		return b.Push(ctx, *registry, *insecure, os.Stderr)
 	}
 	return nil
+}
+
+func catalogImages(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("catalog-images", flag.ExitOnError)
+	repo := fs.String("repo", ".", "The repository's root.")
+	work := fs.String("work", ".local/release/work", "Where to compile the binaries.")
+	registry := fs.String("registry", "", "The registry prefix (host[:port]/path).")
+	insecure := fs.Bool("insecure", false, "Push over plain HTTP.")
+	platforms := fs.String("platforms", "linux/"+runtime.GOARCH, "Comma-separated platforms of the images.")
+	_ = fs.Parse(args)
+	if *registry == "" {
+		return fmt.Errorf("-registry is required")
+	}
+	meta, err := Describe(*repo)
+	if err != nil {
+		return err
+	}
+	ps, err := parsePlatforms(*platforms)
+	if err != nil {
+		return err
+	}
+	b, err := release.BuildCatalogImages(ctx, release.Options{Repo: *repo, Meta: meta, Platforms: ps, WorkDir: *work, Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	return b.Push(ctx, *registry, *insecure, os.Stderr)
 }
 
 func push(ctx context.Context, args []string) error {
@@ -135,4 +163,17 @@ func Describe(repo string) (release.Meta, error) {
 		}
 	}
 	return release.Meta{Version: strings.TrimPrefix(version, "v"), Revision: rev, Created: time.Unix(secs, 0).UTC()}, nil
+}
+
+// parsePlatforms parses comma-separated os/arch[/variant] platforms.
+func parsePlatforms(list string) ([]v1.Platform, error) {
+	var ps []v1.Platform
+	for s := range strings.SplitSeq(list, ",") {
+		p, err := v1.ParsePlatform(s)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, *p)
+	}
+	return ps, nil
 }

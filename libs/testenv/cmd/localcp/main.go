@@ -55,7 +55,7 @@ func main() {
 	scheduler := flag.Bool("scheduler", false, "Run kube-scheduler (every node scored), Nodes being made by hand.")
 	extenders := flag.String("scheduler-extenders", "", "Comma-separated URLs of kube-scheduler extenders (filter, prioritize; ignorable), with --scheduler.")
 	schedulerMetrics := flag.Int("scheduler-metrics-port", 0, "Port on 127.0.0.1 where kube-scheduler serves /metrics/resources to anyone (HTTPS), with --scheduler; 0: none.")
-	realNode := flag.Bool("node", false, "Run a real node (containerd, kubelet, kube-proxy, CoreDNS; libs/testenv/node) once its binaries are built, with its state in <dir>/node. Needs root. The node's network index is kept in <dir>/node-index.")
+	realNode := flag.Bool("node", false, "Run a real node (containerd, kubelet, kube-proxy, CoreDNS, volumes on its disk; libs/testenv/node) once its binaries are built, with its state in <dir>/node. Needs root. The node's network index is kept in <dir>/node-index, its registry's address goes into <dir>/webhook.env as NODE_REGISTRY.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
@@ -159,6 +159,9 @@ func run(o options) error {
 		defer func() { _ = nb.Stop() }()
 		webhookEnv += fmt.Sprintf("OVN_NB=%s\nOVN_ROOT=%s\n", nb.NB(), nb.Root)
 	}
+	if o.node {
+		webhookEnv += fmt.Sprintf("NODE_REGISTRY=%s\n", env.NodeNet.RegistryAddr())
+	}
 	if err := os.WriteFile(filepath.Join(dir, "webhook.env"), []byte(webhookEnv), 0o600); err != nil {
 		return err
 	}
@@ -258,7 +261,7 @@ func startLater(ctx context.Context, env *testenv.Env, dir string, o options, re
 		fmt.Println("kube-scheduler started")
 	}
 	if o.node {
-		if err := built(ctx, "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "cni-ptp", "cni-host-local", "cni-loopback", "registry", "coredns", "kube-router"); err != nil {
+		if err := built(ctx, "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "cni-ptp", "cni-host-local", "cni-loopback", "registry", "coredns", "kube-router", "local-path-provisioner"); err != nil {
 			return err
 		}
 		start := time.Now()
@@ -267,7 +270,11 @@ func startLater(ctx context.Context, env *testenv.Env, dir string, o options, re
 			return err
 		}
 		*realNode = n
-		fmt.Printf("node %s Ready with CoreDNS in %.1fs, its images from the registry at %s\n", n.Name, time.Since(start).Seconds(), n.Registry)
+		if err := n.StartLocalVolumes(ctx); err != nil {
+			return err
+		}
+		fmt.Printf("node %s Ready with CoreDNS and volumes on its disk (StorageClass %s) in %.1fs, its images from the registry at %s\n",
+			n.Name, node.LocalVolumes, time.Since(start).Seconds(), n.Registry)
 	}
 	return nil
 }
