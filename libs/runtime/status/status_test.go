@@ -10,8 +10,6 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -189,7 +187,7 @@ func TestAFailedReconcileIsNeverReadyForItsGeneration(t *testing.T) {
 	}
 	expect := func(what string, got *widget.Widget, want kstatus.Status) {
 		t.Helper()
-		if s := kstatusOf(t, got); s != want {
+		if s := testenv.KStatusOf(t, got); s != want {
 			t.Errorf("%s: kstatus %s, want %s (generation %d, observedGeneration %d, %+v)",
 				what, s, want, got.Generation, got.Status.ObservedGeneration, got.Status.Conditions)
 		}
@@ -221,18 +219,4 @@ func TestAFailedReconcileIsNeverReadyForItsGeneration(t *testing.T) {
 		t.Errorf("generation 3, stalled: result %+v, error %v, observedGeneration %d; want a terminal error alone, generation 3 observed",
 			res, err, got.Status.ObservedGeneration)
 	}
-}
-
-// kstatusOf is what kstatus computes for a widget.
-func kstatusOf(t *testing.T, w *widget.Widget) kstatus.Status {
-	t.Helper()
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -36,7 +34,7 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 	}))
 	catalogSource(t, "OCIRepository", "refusing", "apps")
 	src := waitSource(t, "refusing", "Ready", "Succeeded")
-	if s := kstatusOf(t, src); s != kstatus.CurrentStatus {
+	if s := testenv.KStatusOf(t, src); s != kstatus.CurrentStatus {
 		t.Fatalf("a Ready source: kstatus %s", s)
 	}
 
@@ -71,7 +69,7 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 		return src.Generation == 2 && c != nil && c.ObservedGeneration == 2, nil
 	})
 	for range 10 { // and so it stays while the reconciles fail
-		if s := kstatusOf(t, src); s != kstatus.InProgressStatus {
+		if s := testenv.KStatusOf(t, src); s != kstatus.InProgressStatus {
 			t.Fatalf("generation %d, its reconciles failing: kstatus %s, want %s (observedGeneration %d, %+v)",
 				src.Generation, s, kstatus.InProgressStatus, src.Status.ObservedGeneration, src.Status.Conditions)
 		}
@@ -85,21 +83,7 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	src = waitSource(t, "refusing", "Ready", "Succeeded")
-	if s := kstatusOf(t, src); s != kstatus.CurrentStatus || len(src.Status.Definitions) != 1 || src.Status.Definitions[0] != "refusedkvs" {
+	if s := testenv.KStatusOf(t, src); s != kstatus.CurrentStatus || len(src.Status.Definitions) != 1 || src.Status.Definitions[0] != "refusedkvs" {
 		t.Errorf("generation 2 reconciled: kstatus %s, definitions %v", s, src.Status.Definitions)
 	}
-}
-
-// kstatusOf is what kstatus computes for a source.
-func kstatusOf(t *testing.T, src *catalogv1.CatalogSource) kstatus.Status {
-	t.Helper()
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,7 +27,7 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 	ctx := context.Background()
 	ns := tenantNamespace(t, "refused", "refused")
 	create(t, makeCluster(ns, "prune").group(clusterapi.NodeGroup{Name: "gpu", MinReplicas: 0, MaxReplicas: 2, InstanceType: "large"}).obj())
-	if s := kstatusOf(t, ready(t, ns, "prune")); s != kstatus.CurrentStatus {
+	if s := testenv.KStatusOf(t, ready(t, ns, "prune")); s != kstatus.CurrentStatus {
 		t.Fatalf("a Ready cluster: kstatus %s", s)
 	}
 
@@ -60,7 +59,7 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 		return len(kc.Spec.NodeGroups) == 1 && c != nil && c.ObservedGeneration == kc.Generation, nil
 	})
 	for range 10 { // and so it stays while the reconciles fail
-		if s := kstatusOf(t, kc); s != kstatus.InProgressStatus {
+		if s := testenv.KStatusOf(t, kc); s != kstatus.InProgressStatus {
 			t.Fatalf("generation %d, its reconciles failing: kstatus %s, want %s (observedGeneration %d, %+v)",
 				kc.Generation, s, kstatus.InProgressStatus, kc.Status.ObservedGeneration, kc.Status.Conditions)
 		}
@@ -75,24 +74,10 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	kc = condition(t, ns, "prune", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	if s := kstatusOf(t, kc); s != kstatus.CurrentStatus {
+	if s := testenv.KStatusOf(t, kc); s != kstatus.CurrentStatus {
 		t.Errorf("the new generation reconciled: kstatus %s", s)
 	}
 	if object(t, cluster.MachineDeploymentGVK, ns, "prune-gpu") != nil {
 		t.Error("the removed node group's MachineDeployment is still there")
 	}
-}
-
-// kstatusOf is what kstatus computes for a cluster.
-func kstatusOf(t *testing.T, kc *clusterapi.KubernetesCluster) kstatus.Status {
-	t.Helper()
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }

@@ -9,8 +9,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +28,7 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 	ownLINSTOR(t)
 	create(t, replicated("refused"))
 	p := condition(t, "refused", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	if s := kstatusOf(t, p); s != kstatus.CurrentStatus {
+	if s := testenv.KStatusOf(t, p); s != kstatus.CurrentStatus {
 		t.Fatalf("a Ready policy: kstatus %s", s)
 	}
 
@@ -57,7 +55,7 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 		return p.Generation == 2 && c != nil && c.ObservedGeneration == 2, nil
 	})
 	for range 10 { // and so it stays while the reconciles fail
-		if s := kstatusOf(t, p); s != kstatus.InProgressStatus {
+		if s := testenv.KStatusOf(t, p); s != kstatus.InProgressStatus {
 			t.Fatalf("generation %d, its reconciles failing: kstatus %s, want %s (observedGeneration %d, %+v)",
 				p.Generation, s, kstatus.InProgressStatus, p.Status.ObservedGeneration, p.Status.Conditions)
 		}
@@ -71,25 +69,11 @@ func TestAFailedReconcileIsNeverReadyForTheNewSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = condition(t, "refused", fmeta.ReadyCondition, metav1.ConditionTrue, "")
-	if s := kstatusOf(t, p); s != kstatus.CurrentStatus {
+	if s := testenv.KStatusOf(t, p); s != kstatus.CurrentStatus {
 		t.Errorf("generation 2 reconciled: kstatus %s", s)
 	}
 	sc := &storagev1.StorageClass{}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: "refused"}, sc); err != nil || sc.Parameters[storagepolicyv1.ParamFSType] != "xfs" {
 		t.Errorf("the StorageClass of generation 2: %v %v", err, sc.Parameters)
 	}
-}
-
-// kstatusOf is what kstatus computes for a policy.
-func kstatusOf(t *testing.T, p *storagepolicyv1.StoragePolicy) kstatus.Status {
-	t.Helper()
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }

@@ -7,13 +7,12 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/routingpolicy"
 )
@@ -69,9 +68,7 @@ func TestABogusNodeSelectorIsNeverReadyForItsGeneration(t *testing.T) {
 
 // kstatusOf is what kstatus computes for a policy.
 func kstatusOf(g Gomega, p *netv1.RoutingPolicy) *kstatus.Result {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-	g.Expect(err).NotTo(HaveOccurred())
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: u})
+	res, err := testenv.KStatus(p)
 	g.Expect(err).NotTo(HaveOccurred())
 	return res
 }
