@@ -5,11 +5,13 @@ package status
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -103,7 +105,16 @@ func Stalled(obj conditions.Setter, stall conditions.Stall, res ctrl.Result) (ct
 // StaleRequeue instead of the reconcile's outcome. Errors are joined into *retErr; an object
 // deleted meanwhile is no error.
 func Write(ctx context.Context, c client.Client, helper *patch.Helper, obj client.Object, res *ctrl.Result, retErr *error) bool {
+	if behindOwnWrite(obj) {
+		// A copy older than this process's last write: the status it read is not the object's,
+		// even where the reconcile computed no change from it.
+		*res, *retErr = ctrl.Result{RequeueAfter: StaleRequeue}, nil
+		return false
+	}
 	wrote, err := helper.StatusIfCurrent(ctx, c, obj)
+	if wrote {
+		written.Store(obj.GetUID(), obj.GetResourceVersion())
+	}
 	switch {
 	case apierrors.IsConflict(err):
 		// Whatever the reconcile concluded from the stale copy, an error included, is judged
@@ -114,4 +125,26 @@ func Write(ctx context.Context, c client.Client, helper *patch.Helper, obj clien
 		*retErr = errors.Join(*retErr, err)
 	}
 	return wrote
+}
+
+// written holds, per object, the resourceVersion of the last status this process wrote, until a
+// reconcile reads a copy at least as new. A stale copy whose status differs from what the reconcile
+// computes is caught by the write's conflict; one whose status is what the reconcile computes (a
+// verdict flipped back before the cache saw the flip) writes nothing, and only this record tells
+// that the object shows another status. Entries live only while the cache is behind.
+var written sync.Map // types.UID → resourceVersion
+
+// behindOwnWrite reports whether obj was read before this process's last status write to it.
+// Resource versions of kube-apiserver's storage compare as numbers; where they do not, nothing is
+// known and the record is dropped.
+func behindOwnWrite(obj client.Object) bool {
+	last, ok := written.Load(obj.GetUID())
+	if !ok {
+		return false
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), last.(string)); err == nil && cmp < 0 {
+		return true
+	}
+	written.Delete(obj.GetUID())
+	return false
 }

@@ -80,11 +80,26 @@ func TestFinish(t *testing.T) {
 	if staleErr != nil || staleRes.RequeueAfter != status.StaleRequeue {
 		t.Errorf("a terminal error from a stale copy: result %+v, error %v; want another look after %v and no error", staleRes, staleErr, status.StaleRequeue)
 	}
-	if _, failing := reconcile(ready, metav1.ConditionFalse); conditions.IsTrue(failing, "Ready") {
+	failingRes, failing := reconcile(ready, metav1.ConditionFalse)
+	if conditions.IsTrue(failing, "Ready") {
 		t.Errorf("Built=False: still Ready")
 	}
+	if !failingRes.IsZero() {
+		t.Errorf("a reconcile from the current copy: result %+v, want none", failingRes)
+	}
+	// The copy the cache held before that write, judged Built=True again: its status is the one
+	// it read, so there is nothing to patch, yet the object shows the write it has not seen. Unless
+	// it looks again, nothing brings the object back (the write it missed passes no
+	// GenerationChangedPredicate) and it stays not Ready for good.
+	if res, after := reconcile(ready, metav1.ConditionTrue); res.RequeueAfter != status.StaleRequeue || after.ResourceVersion != failing.ResourceVersion {
+		t.Errorf("a stale copy behind this process's own write: result %+v, resourceVersion %s → %s; want another look after %v and no write",
+			res, failing.ResourceVersion, after.ResourceVersion, status.StaleRequeue)
+	}
+	if res, again := reconcile(failing, metav1.ConditionTrue); !res.IsZero() || !conditions.IsReady(again) {
+		t.Errorf("once the copy is current: result %+v, Ready %v", res, conditions.IsReady(again))
+	}
 
-	// One Event for the first Ready, one for the flip, none for the rest. The recorder sends them
+	// One Event for the first Ready, one for each flip, none for the rest. The recorder sends them
 	// in the background: wait for two, then a little longer for any other. Only the widget's count
 	// (kube-apiserver records its own, ClusterIPNotAllocated when it starts slowly, say).
 	events := func() []eventsv1.Event {
@@ -106,7 +121,7 @@ func TestFinish(t *testing.T) {
 		}
 		got[e.Regarding.Name+" "+e.Type+" "+e.Reason] += n
 	}
-	if want := map[string]int{"w Normal Succeeded": 1, "w Warning Test": 1}; !maps.Equal(got, want) {
+	if want := map[string]int{"w Normal Succeeded": 2, "w Warning Test": 1}; !maps.Equal(got, want) {
 		t.Errorf("events: %v, want %v", got, want)
 	}
 }
