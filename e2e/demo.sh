@@ -238,11 +238,11 @@ kind: UsageReport
 metadata: {namespace: tenant-acme}
 spec: {startTimestamp: "$since", endTimestamp: "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
 YAML
-    report=$("${as_viewer[@]}" create --validate=false -f "$state/usagereport.yaml" -o yaml 2>&1 || true)
+    report=$("${as_viewer[@]}" create -f "$state/usagereport.yaml" -o yaml 2>&1 || true)
     grep -q 'name: orders' <<<"$report" && grep -q 'storageClassName: replicated' <<<"$report" && break
     sleep 2
   done
-  echo "  \$ kubectl create --validate=false -f $state/usagereport.yaml -o yaml   # as acme-viewer"
+  echo "  \$ kubectl create -f $state/usagereport.yaml -o yaml   # as acme-viewer"
   sed -n '/^report:/,/^spec:/p' <<<"$report" | sed '$d' | sed 's/^/    /'
   echo
 }
@@ -494,7 +494,7 @@ up() {
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port,usage.flotilla.dev/v1alpha1=$usage_port" \
       --apply "$tenant_roles$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
       --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
-      --users acme-admin=tenant-acme-admin,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin "${node_flag[@]}" \
+      --users acme-admin=tenant-acme-admin,acme-user=tenant-acme-use,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin "${node_flag[@]}" \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
     for _ in $(seq 900); do [[ -f $state/kubeconfig ]] && break; alive "$state/localcp.pid" || break; sleep 0.2; done
@@ -661,7 +661,7 @@ YAML
   say "ready in $((SECONDS - start))s. Point kubectl at it:"
   echo "    export KUBECONFIG=$state/kubeconfig PATH=$bin:\$PATH"
   echo "    kubectl get tenants.tenancy.flotilla.dev -A; kubectl get postgres -A"
-  echo "  or sit in a tenant's seat: export KUBECONFIG=$state/users/acme-admin.kubeconfig (also acme-viewer, beta-admin)"
+  echo "  or sit in a tenant's seat: export KUBECONFIG=$state/users/acme-admin.kubeconfig (also acme-user, acme-viewer, beta-admin)"
   echo "  acme's Kubernetes cluster, with the customer's kubeconfig: kubectl --kubeconfig $state/k8s-demo.kubeconfig get nodes"
   echo "  logs: .local/logs/   stop: make demo-down"
 }

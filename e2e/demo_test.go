@@ -14,6 +14,7 @@ import (
 // is served and the Postgres ordered in tenant acme is Ready, the storage policies are Ready on the
 // LINSTOR test double; acme's Kubernetes cluster is Ready and its nodes are listed with the
 // customer's kubeconfig; as root, a real node joins and acme's Redis runs on it and answers;
+// each of acme's tenant roles uses every service with plain kubectl as its role allows (tenantSeat);
 // `make demo-down` stops everything.
 // demoPorts is how many local ports demo.sh uses from FLOTILLA_PORT_BASE on (base to base+12).
 const demoPorts = 13
@@ -22,7 +23,8 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole local platform")
 	}
-	env := append(os.Environ(), "FLOTILLA_STATE="+t.TempDir(), fmt.Sprintf("FLOTILLA_PORT_BASE=%d", freePorts(t, demoPorts)))
+	state := t.TempDir()
+	env := append(os.Environ(), "FLOTILLA_STATE="+state, fmt.Sprintf("FLOTILLA_PORT_BASE=%d", freePorts(t, demoPorts)))
 	demo := func(verb string) (string, error) {
 		cmd := exec.Command("bash", "demo.sh", verb)
 		cmd.Env = env
@@ -122,6 +124,8 @@ func TestDemo(t *testing.T) {
 		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)
 	}
 	demoCluster(t, out)
+	// Every service, from each of acme's seats, with plain kubectl.
+	tenantSeat(t, state)
 }
 
 // demoCluster checks what the demo shows of the Kubernetes cluster acme orders through the apps

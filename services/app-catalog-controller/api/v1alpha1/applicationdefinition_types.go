@@ -15,11 +15,13 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=flotilla,shortName=appdef
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.names.kind`
+// +kubebuilder:printcolumn:name="Title",type=string,JSONPath=`.spec.display.title`
 // +kubebuilder:printcolumn:name="Chart",type=string,JSONPath=`.spec.chart.name`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.chart.version`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Description",type=string,priority=1,JSONPath=`.spec.display.description`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == self.spec.names.plural",message="metadata.name must equal spec.names.plural"
 type ApplicationDefinition struct {
 	metav1.TypeMeta   `json:",inline"`
