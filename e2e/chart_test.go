@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -344,7 +346,8 @@ func TestAddonCharts(t *testing.T) {
 
 // What tenants may do is in one file per chart, templates/tenant-roles.yaml, plain YAML that
 // `make demo` and the tests apply as it is: every ClusterRole a chart aggregates into the tenant
-// roles is in that file, and rendered unchanged. A chart granting tenants something elsewhere would
+// roles, and every grant to all signed-in users (tenants' users among them: the catalog, the
+// storage classes), is in that file, and rendered unchanged. A chart granting tenants something elsewhere would
 // make the demo's tenants differ from a platform's.
 func TestTenantRolesInOneFile(t *testing.T) {
 	for _, svc := range services(t) {
@@ -355,20 +358,122 @@ func TestTenantRolesInOneFile(t *testing.T) {
 				t.Errorf("%s: tenant-roles.yaml holds template directives: it must apply as it is", svc)
 			}
 			for _, o := range decodeAll(t, raw) {
-				file[o.GetName()] = o
+				file[o.GetKind()+"/"+o.GetName()] = o
 			}
 		}
-		for _, o := range decodeAll(t, run(t, "helm", "template", svc, chart, "--namespace", "flotilla-system")) {
-			tenant := false
+		rendered := decodeAll(t, run(t, "helm", "template", svc, chart, "--namespace", "flotilla-system"))
+		// What every signed-in user is granted (a tenant's users among them), and its roles.
+		everyone := map[string]bool{}
+		for _, o := range rendered {
+			var b rbacv1.ClusterRoleBinding
+			if o.GetKind() != "ClusterRoleBinding" || runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b) != nil {
+				continue
+			}
+			if slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+				return s.Kind == rbacv1.GroupKind && (s.Name == "system:authenticated" || s.Name == "system:unauthenticated")
+			}) {
+				everyone["ClusterRoleBinding/"+b.Name], everyone["ClusterRole/"+b.RoleRef.Name] = true, true
+			}
+		}
+		for _, o := range rendered {
+			tenant := everyone[o.GetKind()+"/"+o.GetName()]
 			for label := range o.GetLabels() {
 				tenant = tenant || strings.HasPrefix(label, "flotilla.dev/aggregate-to-tenant-")
 			}
 			if !tenant {
 				continue
 			}
-			if f := file[o.GetName()]; f == nil || !equality.Semantic.DeepEqual(f.Object, o.Object) {
-				t.Errorf("%s: %s %s is aggregated into the tenant roles but is not rendered as templates/tenant-roles.yaml has it", svc, o.GetKind(), o.GetName())
+			if f := file[o.GetKind()+"/"+o.GetName()]; f == nil || !equality.Semantic.DeepEqual(f.Object, o.Object) {
+				t.Errorf("%s: %s %s grants tenants rights but is not rendered as templates/tenant-roles.yaml has it", svc, o.GetKind(), o.GetName())
 			}
+		}
+	}
+}
+
+// Every right a chart grants at cluster scope (a ClusterRoleBinding's rules, as rendered) has a
+// row in docs/operations.md's table of cluster-wide rights, with the reason it is needed, and the
+// table holds nothing no chart grants. A new right fails here until someone writes down why.
+func TestClusterWideRightsTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repo, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "<!-- cluster-wide rights: begin -->")
+	table, _, ok2 := strings.Cut(table, "<!-- cluster-wide rights: end -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/operations.md has no table of cluster-wide rights between its markers")
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 5 || strings.TrimSpace(cells[0]) == "chart" || strings.HasPrefix(strings.TrimSpace(cells[0]), "---") {
+			continue
+		}
+		for i := range cells {
+			cells[i] = strings.Trim(strings.TrimSpace(cells[i]), "`")
+		}
+		if cells[4] == "" {
+			t.Errorf("docs/operations.md: %s's right %s on %s has no reason", cells[1], cells[3], cells[2])
+		}
+		documented[strings.Join(cells[:4], " | ")] = true
+	}
+	var rows []string
+	for _, svc := range services(t) {
+		docs := decodeAll(t, run(t, "helm", "template", svc, filepath.Join(repo, "deploy", "charts", svc), "--namespace", "flotilla-system"))
+		roles := map[string]*rbacv1.ClusterRole{}
+		for _, o := range docs {
+			if o.GetKind() == "ClusterRole" {
+				var r rbacv1.ClusterRole
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+					t.Fatal(err)
+				}
+				roles[r.Name] = &r
+			}
+		}
+		for _, o := range docs {
+			var b rbacv1.ClusterRoleBinding
+			if o.GetKind() != "ClusterRoleBinding" {
+				continue
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b); err != nil {
+				t.Fatal(err)
+			}
+			var who []string
+			for _, s := range b.Subjects {
+				who = append(who, s.Name)
+			}
+			role := roles[b.RoleRef.Name]
+			if role == nil { // a role the chart does not define: Kubernetes' own
+				rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), "ClusterRole " + b.RoleRef.Name, "all it holds"}, " | "))
+				continue
+			}
+			for _, rule := range role.Rules {
+				var what []string
+				for _, g := range rule.APIGroups {
+					for _, r := range rule.Resources {
+						what = append(what, strings.TrimPrefix(g+"/"+r, "/"))
+					}
+				}
+				what = append(what, rule.NonResourceURLs...)
+				if len(rule.ResourceNames) > 0 {
+					what = append(what, "named "+strings.Join(rule.ResourceNames, ", "))
+				}
+				verbs := slices.Clone(rule.Verbs)
+				slices.Sort(verbs)
+				rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), strings.Join(what, ", "), strings.Join(verbs, ", ")}, " | "))
+			}
+		}
+	}
+	granted := map[string]bool{}
+	for _, row := range rows {
+		granted[row] = true
+		if !documented[row] {
+			t.Errorf("docs/operations.md does not list, with its reason, the cluster-wide right | %s |", row)
+		}
+	}
+	for row := range documented {
+		if !granted[row] {
+			t.Errorf("docs/operations.md lists a cluster-wide right no chart grants: | %s |", row)
 		}
 	}
 }
