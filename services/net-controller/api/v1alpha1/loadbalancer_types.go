@@ -100,7 +100,7 @@ type PoolRouting struct {
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 }
 
-// PoolStatus reports how full a pool is.
+// PoolStatus reports how full a pool (a SubnetPool, a LoadBalancerPool) is.
 type PoolStatus struct {
 	// ObservedGeneration is the generation last acted upon.
 	// +optional
@@ -150,23 +150,7 @@ type TenantAddressPool struct {
 
 // TenantAddressPoolStatus is the namespace's block and the state of its MetalLB pool.
 type TenantAddressPoolStatus struct {
-	// ObservedGeneration is the generation last acted upon.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling, Stalled, Allocated, AddressPoolReady.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Pool is the LoadBalancerPool the block comes from.
-	// +optional
-	Pool string `json:"pool,omitempty"`
-	// IPv4 is the namespace's IPv4 block.
-	// +optional
-	IPv4 string `json:"ipv4,omitempty"`
-	// IPv6 is the namespace's IPv6 block.
-	// +optional
-	IPv6 string `json:"ipv6,omitempty"`
+	BlockStatus `json:",inline"`
 	// AddressPool is the MetalLB IPAddressPool (namespace/name) holding the block.
 	// +optional
 	AddressPool string `json:"addressPool,omitempty"`

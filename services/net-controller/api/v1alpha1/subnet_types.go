@@ -25,7 +25,7 @@ type SubnetPool struct {
 
 	Spec SubnetPoolSpec `json:"spec"`
 	// +optional
-	Status SubnetPoolStatus `json:"status,omitempty"`
+	Status PoolStatus `json:"status,omitempty"`
 }
 
 // SubnetPoolSpec declares the pool's ranges and which tenant namespaces use it.
@@ -70,24 +70,6 @@ type BlockRange struct {
 	BlockPrefixLength int32 `json:"blockPrefixLength"`
 }
 
-// SubnetPoolStatus reports how full the pool is.
-type SubnetPoolStatus struct {
-	// ObservedGeneration is the generation last acted upon.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Blocks is how many tenant blocks the pool holds (dual-stack: the smaller family's count).
-	// +optional
-	Blocks int64 `json:"blocks,omitempty"`
-	// Allocated is how many blocks tenant namespaces hold.
-	// +optional
-	Allocated int64 `json:"allocated,omitempty"`
-}
-
 // SubnetPoolList is a list of SubnetPools.
 //
 // +kubebuilder:object:root=true
@@ -120,15 +102,24 @@ type TenantSubnet struct {
 
 // TenantSubnetStatus is the tenant namespace's block and the state of its Kube-OVN subnet.
 type TenantSubnetStatus struct {
+	BlockStatus `json:",inline"`
+	// Subnet is the name of the Kube-OVN Subnet (kubeovn.io/v1) bound to the namespace.
+	// +optional
+	Subnet string `json:"subnet,omitempty"`
+}
+
+// BlockStatus is the block of a pool a tenant namespace holds (a TenantSubnet's of a SubnetPool,
+// a TenantAddressPool's of a LoadBalancerPool).
+type BlockStatus struct {
 	// ObservedGeneration is the generation last acted upon.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling, Stalled, Allocated, SubnetReady.
+	// Conditions: Ready, Reconciling, Stalled, Allocated, and SubnetReady or AddressPoolReady.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Pool is the SubnetPool the block comes from.
+	// Pool is the pool the block comes from.
 	// +optional
 	Pool string `json:"pool,omitempty"`
 	// IPv4 is the namespace's IPv4 block.
@@ -137,9 +128,6 @@ type TenantSubnetStatus struct {
 	// IPv6 is the namespace's IPv6 block.
 	// +optional
 	IPv6 string `json:"ipv6,omitempty"`
-	// Subnet is the name of the Kube-OVN Subnet (kubeovn.io/v1) bound to the namespace.
-	// +optional
-	Subnet string `json:"subnet,omitempty"`
 }
 
 // TenantSubnetList is a list of TenantSubnets.
