@@ -2,7 +2,6 @@ package tenantaddresspool
 
 import (
 	"context"
-	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,12 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
-	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/tenants"
 )
 
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantaddresspools,verbs=get;list;watch;create;delete
@@ -57,27 +54,14 @@ type scope struct {
 
 // Reconcile keeps a tenant namespace's block and IPAddressPool, and releases them once the
 // namespace is no longer a tenant's.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	ns, tp, err := tenants.Load[netv1.TenantAddressPool](ctx, r.Client, req.Name)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if ns == nil {
-		return ctrl.Result{}, r.reconcileRelease(ctx, req.Name, tp)
-	}
-	if tp == nil {
-		return ctrl.Result{}, tenants.CreateReport(ctx, r.Client, &netv1.TenantAddressPool{
-			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}, subnets.FieldOwner)
-	}
-	s := &scope{tp: tp, ns: ns}
-	helper := patch.NewHelper(tp)
-	defer func() {
-		if errors.Is(retErr, errBlockTaken) {
-			return // retried at once, and reported only by whoever holds the block
-		}
-		status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}.Finish(ctx, helper, tp, s.stall, &res, &retErr)
-	}()
-	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	w := status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
+	return subnets.Reconcile(ctx, r.Client, req.Name, w, r.reconcileRelease,
+		func(ctx context.Context, ns *metav1.PartialObjectMetadata, tp *netv1.TenantAddressPool) (*conditions.Stall, error) {
+			s := &scope{tp: tp, ns: ns}
+			err := r.reconcileNormal(ctx, s)
+			return s.stall, err
+		})
 }
 
 // reconcileNormal runs the phases in order: the block, its IPAddressPool, the quota beside it.

@@ -22,7 +22,7 @@ import (
 // the last one. Until then the TenantAddressPool says what holds it. The last Service's change
 // brings the namespace back here (watch), so nothing polls.
 func (r *Reconciler) reconcileRelease(ctx context.Context, name string, tp *netv1.TenantAddressPool) error {
-	own, err := r.ownPools(ctx, r.Client, name)
+	own, err := holders{r}.Own(ctx, r.Client, name)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package tenantsubnet
 
 import (
 	"context"
-	"errors"
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,11 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
-	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/tenants"
 )
 
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantsubnets,verbs=get;list;watch;create;delete
@@ -57,27 +54,14 @@ type scope struct {
 
 // Reconcile keeps a tenant namespace's block and Subnet, and releases them once the namespace is
 // no longer a tenant's.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	ns, ts, err := tenants.Load[netv1.TenantSubnet](ctx, r.Client, req.Name)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if ns == nil {
-		return ctrl.Result{}, r.reconcileRelease(ctx, req.Name, ts)
-	}
-	if ts == nil {
-		return ctrl.Result{}, tenants.CreateReport(ctx, r.Client, &netv1.TenantSubnet{
-			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Labels: subnets.ManagedLabels}}, subnets.FieldOwner)
-	}
-	s := &scope{ts: ts, ns: ns}
-	helper := patch.NewHelper(ts)
-	defer func() {
-		if errors.Is(retErr, errBlockTaken) {
-			return // retried at once, and reported only by whoever holds the block
-		}
-		status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}.Finish(ctx, helper, ts, s.stall, &res, &retErr)
-	}()
-	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	w := status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
+	return subnets.Reconcile(ctx, r.Client, req.Name, w, r.reconcileRelease,
+		func(ctx context.Context, ns *metav1.PartialObjectMetadata, ts *netv1.TenantSubnet) (*conditions.Stall, error) {
+			s := &scope{ts: ts, ns: ns}
+			err := r.reconcileNormal(ctx, s)
+			return s.stall, err
+		})
 }
 
 // reconcileNormal runs the phases in order; the Subnet is written once the block is known.

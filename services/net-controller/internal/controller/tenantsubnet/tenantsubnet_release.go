@@ -21,7 +21,7 @@ import (
 // Kube-OVN's count of the addresses it holds without an IP object, and a deletion is not decided
 // on an old copy of it.
 func (r *Reconciler) reconcileRelease(ctx context.Context, name string, ts *netv1.TenantSubnet) error {
-	own, err := r.ownSubnets(ctx, r.APIReader, name)
+	own, err := holders{r}.Own(ctx, r.APIReader, name)
 	if err != nil {
 		return err
 	}
