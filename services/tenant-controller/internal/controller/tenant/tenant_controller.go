@@ -3,7 +3,6 @@ package tenant
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return r.reconcileDelete(ctx, s)
 	}
 	if !controllerutil.ContainsFinalizer(t, tenancyv1.Finalizer) {
-		if err := r.addFinalizer(ctx, t); err != nil {
+		if err := patch.AddFinalizer(ctx, r.Client, t, tenancyv1.Finalizer); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -159,15 +158,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, err // controller-runtime ignores a RequeueAfter returned with an error
 	}
 	return lowestRequeue(res, rest), nil
-}
-
-func (r *Reconciler) addFinalizer(ctx context.Context, t *tenancyv1.Tenant) error {
-	before := t.DeepCopy()
-	controllerutil.AddFinalizer(t, tenancyv1.Finalizer)
-	if err := r.Patch(ctx, t, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("adding finalizer: %w", err)
-	}
-	return nil
 }
 
 func lowestRequeue(a, b ctrl.Result) ctrl.Result {

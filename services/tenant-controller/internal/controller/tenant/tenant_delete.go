@@ -22,6 +22,7 @@ import (
 
 	fmeta "github.com/flotilla-dev/flotilla/libs/apis/meta"
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
 )
@@ -58,10 +59,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 			}
 		}
 	}
-	before := t.DeepCopy()
-	controllerutil.RemoveFinalizer(t, tenancyv1.Finalizer)
-	if err := r.Patch(ctx, t, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := patch.RemoveFinalizer(ctx, r.Client, t, tenancyv1.Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Tenant deleted")
 	return ctrl.Result{}, nil
