@@ -21,11 +21,12 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
-	k8s.io/klog/v2 v2.140.0
+	k8s.io/klog/v2 v2.140.0 // indirect
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
 require (
+	github.com/flotilla-dev/flotilla/libs/runtime v0.0.0-00010101000000-000000000000
 	github.com/fluxcd/helm-controller/api v1.6.5
 	golang.org/x/sync v0.22.0
 	k8s.io/apiserver v0.37.2

@@ -4,36 +4,21 @@
 package main
 
 import (
-	"flag"
-	"os"
+	"context"
 
-	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/rest"
 
+	"github.com/flotilla-dev/flotilla/libs/runtime/aggregated"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
 )
 
 func main() {
 	opts := apiserver.NewOptions()
-	opts.AddFlags(pflag.CommandLine)
-	klog.InitFlags(flag.CommandLine)
-	pflag.CommandLine.AddGoFlagSet(flag.CommandLine) // --kubeconfig, -v
-	pflag.Parse()
-
-	ctx := ctrl.SetupSignalHandler()
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		klog.ErrorS(err, "no kubeconfig")
-		os.Exit(1)
-	}
-	srv, err := apiserver.New(opts, cfg)
-	if err != nil {
-		klog.ErrorS(err, "building the apiserver")
-		os.Exit(1)
-	}
-	if err := srv.Run(ctx); err != nil {
-		klog.ErrorS(err, "apiserver stopped")
-		os.Exit(1)
-	}
+	aggregated.Main(opts.AddFlags, func(ctx context.Context, kube *rest.Config) error {
+		srv, err := apiserver.New(opts, kube)
+		if err != nil {
+			return err
+		}
+		return srv.Run(ctx)
+	})
 }

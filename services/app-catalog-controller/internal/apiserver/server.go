@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -38,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/libs/runtime/aggregated"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 )
@@ -51,9 +50,7 @@ const AnnotationDiscovery = "apps.flotilla.dev/discovery-hash"
 
 // Options are the apps apiserver's flags.
 type Options struct {
-	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
-	Authentication *genericoptions.DelegatingAuthenticationOptions
-	Authorization  *genericoptions.DelegatingAuthorizationOptions
+	aggregated.Options
 	// Admission is kube-apiserver's admission chain for apps, as for any resource it serves:
 	// NamespaceLifecycle, mutating and validating webhooks and admission policies.
 	Admission *genericoptions.AdmissionOptions
@@ -69,24 +66,17 @@ type Options struct {
 
 // NewOptions returns the defaults: port 8443, delegated authentication and authorization.
 func NewOptions() *Options {
-	o := &Options{
-		SecureServing:    genericoptions.NewSecureServingOptions().WithLoopback(),
-		Authentication:   genericoptions.NewDelegatingAuthenticationOptions(),
-		Authorization:    genericoptions.NewDelegatingAuthorizationOptions(),
+	return &Options{
+		Options:          aggregated.NewOptions(),
 		Admission:        genericoptions.NewAdmissionOptions(),
 		History:          HistoryLimits{Changes: 10000, Bytes: 64 << 20},
 		BookmarkInterval: time.Minute,
 	}
-	o.SecureServing.BindPort = 8443
-	o.SecureServing.ServerCert.PairName = "apiserver"
-	return o
 }
 
 // AddFlags registers the options' flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	o.SecureServing.AddFlags(fs)
-	o.Authentication.AddFlags(fs)
-	o.Authorization.AddFlags(fs)
+	o.Options.AddFlags(fs)
 	o.Admission.AddFlags(fs)
 	fs.IntVar(&o.History.Changes, "watch-history", o.History.Changes, "Changes of each kind kept for watches that resume from a resourceVersion and lists at an earlier one.")
 	fs.Int64Var(&o.History.Bytes, "watch-history-bytes", o.History.Bytes, "Estimated bytes of changes kept over all kinds; over it, the kind with the largest history loses its oldest changes.")
@@ -126,18 +116,8 @@ type Server struct {
 
 // New builds the server from its options and a client configuration for kube-apiserver.
 func New(o *Options, kube *rest.Config) (*Server, error) {
-	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
-		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
-	}
-	cfg := genericapiserver.NewRecommendedConfig(Codecs)
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
-		return nil, err
-	}
-	if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
-		return nil, err
-	}
-	if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
+	cfg, err := o.Config(Codecs)
+	if err != nil {
 		return nil, err
 	}
 	cfg.Authorization.Authorizer = listFirst{cfg.Authorization.Authorizer}

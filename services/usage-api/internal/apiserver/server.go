@@ -7,7 +7,6 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -22,14 +21,13 @@ import (
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/apiserver/pkg/util/compatibility"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restclient "k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/apis/meta"
+	"github.com/flotilla-dev/flotilla/libs/runtime/aggregated"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	usagev1 "github.com/flotilla-dev/flotilla/services/usage-api/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/usage-api/internal/apiserver/openapi"
@@ -41,10 +39,8 @@ const APIServiceName = "v1alpha1.usage.flotilla.dev"
 
 // Options are the usage-api's flags.
 type Options struct {
-	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
-	Authentication *genericoptions.DelegatingAuthenticationOptions
-	Authorization  *genericoptions.DelegatingAuthorizationOptions
-	Usage          usage.Config
+	aggregated.Options
+	Usage usage.Config
 	// Retention is how long the metrics store keeps samples: no report reaches further back.
 	Retention time.Duration
 }
@@ -52,26 +48,19 @@ type Options struct {
 // NewOptions returns the defaults: port 8443, delegated authentication and authorization, a
 // 60 s resolution and VictoriaMetrics' default retention of a month.
 func NewOptions() *Options {
-	o := &Options{
-		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
-		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
-		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
+	return &Options{
+		Options: aggregated.NewOptions(),
 		Usage: usage.Config{
 			URL: "http://victoria-metrics:8428", Resolution: time.Minute, MaxGap: 10 * time.Minute, SchedulerJob: "kube-scheduler",
 			StateMetricsJob: "kube-state-metrics",
 		},
 		Retention: 31 * 24 * time.Hour,
 	}
-	o.SecureServing.BindPort = 8443
-	o.SecureServing.ServerCert.PairName = "apiserver"
-	return o
 }
 
 // AddFlags registers the options' flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	o.SecureServing.AddFlags(fs)
-	o.Authentication.AddFlags(fs)
-	o.Authorization.AddFlags(fs)
+	o.Options.AddFlags(fs)
 	fs.StringVar(&o.Usage.URL, "metrics-url", o.Usage.URL, "The metrics store's Prometheus query API (VictoriaMetrics).")
 	fs.DurationVar(&o.Usage.Resolution, "resolution", o.Usage.Resolution, "The scrape interval of the metrics sources: the grid reports are exact to.")
 	fs.DurationVar(&o.Usage.MaxGap, "max-gap", o.Usage.MaxGap, "How long a pod or claim keeps its latest sample while its metrics source cannot be scraped.")
@@ -100,25 +89,15 @@ type Server struct {
 
 // New builds the server from its options and a client configuration for kube-apiserver.
 func New(o *Options, kube *restclient.Config) (*Server, error) {
-	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
-		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	cfg, err := o.Config(Codecs)
+	if err != nil {
+		return nil, err
 	}
-	cfg := genericapiserver.NewRecommendedConfig(Codecs)
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	namer := openapinamer.NewDefinitionNamer(scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title, cfg.OpenAPIConfig.Info.Version = "Flotilla usage", usagev1.GroupVersion.Version
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title, cfg.OpenAPIV3Config.Info.Version = "Flotilla usage", usagev1.GroupVersion.Version
-	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
-		return nil, err
-	}
-	if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
-		return nil, err
-	}
-	if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
-		return nil, err
-	}
 	cfg.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
 		return genericapiserver.DefaultBuildHandlerChain(strictFields(h), c)
 	}
