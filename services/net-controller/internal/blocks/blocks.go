@@ -1,4 +1,4 @@
-package subnets
+package blocks
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -160,28 +159,6 @@ func SortOldest[T any, P interface {
 		}
 		return strings.Compare(pa.GetName(), pb.GetName())
 	})
-}
-
-// Contains reports whether every field set in want has that value in have (lists compared whole):
-// an object applied with only the fields the controller owns is converged when it contains them.
-func Contains(have, want map[string]any) bool {
-	for k, w := range want {
-		h, ok := have[k]
-		if !ok {
-			return false
-		}
-		if wm, isMap := w.(map[string]any); isMap {
-			hm, ok := h.(map[string]any)
-			if !ok || !Contains(hm, wm) {
-				return false
-			}
-			continue
-		}
-		if !equality.Semantic.DeepEqual(h, w) {
-			return false
-		}
-	}
-	return true
 }
 
 // BlockIndex reads the block index a Subnet made by this controller records.

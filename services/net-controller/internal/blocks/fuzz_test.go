@@ -1,4 +1,4 @@
-package subnets
+package blocks
 
 import (
 	"net/netip"

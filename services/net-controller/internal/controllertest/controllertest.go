@@ -1,8 +1,8 @@
-// Package testsupport holds what the net-controller's integration suites share: running the
+// Package controllertest holds what the net-controller's integration suites share: running the
 // reconcilers in a manager against the suite's kube-apiserver, the CRD directories, tenant
 // namespaces as the tenant-controller labels them, and a client that counts writes. Only tests
 // import it.
-package testsupport
+package controllertest
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func moduleDir() string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			panic("testsupport: no go.mod above the working directory")
+			panic("controllertest: no go.mod above the working directory")
 		}
 		dir = parent
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 )
 
 // GroupVersion is MetalLB's API the controller writes.
@@ -29,7 +29,7 @@ var (
 // server admits one object of a name, so two allocators cannot hand out one block twice.
 // serviceAllocation.namespaces restricts it to the tenant's Services; MetalLB picks it for them
 // automatically (autoAssign).
-func AddressPool(a subnets.Allocation, namespace string) *unstructured.Unstructured {
+func AddressPool(a blocks.Allocation, namespace string) *unstructured.Unstructured {
 	var addrs []any
 	for _, c := range []string{a.IPv4, a.IPv6} {
 		if c != "" {
@@ -38,10 +38,10 @@ func AddressPool(a subnets.Allocation, namespace string) *unstructured.Unstructu
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{
-			"name":        subnets.SubnetName(a.Pool, a.Index),
+			"name":        blocks.SubnetName(a.Pool, a.Index),
 			"namespace":   namespace,
-			"labels":      subnets.ToAny(subnets.SubnetLabels(a)),
-			"annotations": map[string]any{netv1.AnnotationBlock: subnets.FormatIndex(a.Index)},
+			"labels":      blocks.ToAny(blocks.SubnetLabels(a)),
+			"annotations": map[string]any{netv1.AnnotationBlock: blocks.FormatIndex(a.Index)},
 		},
 		"spec": map[string]any{
 			"addresses":         addrs,
@@ -58,7 +58,7 @@ func AddressPool(a subnets.Allocation, namespace string) *unstructured.Unstructu
 // and go without a write to it.
 func L2Advertisement(pool *netv1.LoadBalancerPool, namespace string) *unstructured.Unstructured {
 	spec := map[string]any{
-		"ipAddressPoolSelectors": []any{map[string]any{"matchLabels": subnets.ToAny(PoolSelector(pool.Name))}},
+		"ipAddressPoolSelectors": []any{map[string]any{"matchLabels": blocks.ToAny(PoolSelector(pool.Name))}},
 	}
 	// Always written, empty for every interface, so that dropping the last one is a change.
 	ifs := make([]any, 0, len(pool.Spec.Interfaces))
@@ -66,7 +66,7 @@ func L2Advertisement(pool *netv1.LoadBalancerPool, namespace string) *unstructur
 		ifs = append(ifs, i)
 	}
 	spec["interfaces"] = ifs
-	meta := map[string]any{"name": pool.Name, "namespace": namespace, "labels": subnets.ToAny(PoolSelector(pool.Name))}
+	meta := map[string]any{"name": pool.Name, "namespace": namespace, "labels": blocks.ToAny(PoolSelector(pool.Name))}
 	if pool.UID != "" {
 		// Should the pool go without the controller (its finalizer removed by hand), the garbage
 		// collector takes the advertisement with it.
@@ -83,7 +83,7 @@ func L2Advertisement(pool *netv1.LoadBalancerPool, namespace string) *unstructur
 // PoolSelector are the labels of the controller's objects made for one LoadBalancerPool.
 func PoolSelector(pool string) map[string]string {
 	l := map[string]string{netv1.LabelPool: pool}
-	for k, v := range subnets.ManagedLabels {
+	for k, v := range blocks.ManagedLabels {
 		l[k] = v
 	}
 	return l
@@ -91,7 +91,7 @@ func PoolSelector(pool string) map[string]string {
 
 // Owned reports whether the controller made an object (it carries the controller's labels).
 func Owned(labels map[string]string) bool {
-	for k, v := range subnets.ManagedLabels {
+	for k, v := range blocks.ManagedLabels {
 		if labels[k] != v {
 			return false
 		}

@@ -17,7 +17,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -102,18 +102,14 @@ func (r *Reconciler) applyCopy(ctx context.Context, ns, name string, ref catalog
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, orig); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	cur := &unstructured.Unstructured{}
-	cur.SetGroupVersionKind(orig.GroupVersionKind())
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cur)
-	if err != nil && !apierrors.IsNotFound(err) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(orig.GroupVersionKind())
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
 		return err
-	}
-	if err == nil && cur.GetLabels()[catalogv1.LabelSourceCopy] == "true" &&
-		cur.GetAnnotations()[catalogv1.AnnotationSourceCopyOf] == ref.Namespace+"/"+ref.Name &&
-		equality.Semantic.DeepEqual(cur.Object["spec"], orig.Object["spec"]) {
-		return nil // quiet at steady state
-	}
-	if err == nil && cur.GetLabels()[catalogv1.LabelSourceCopy] != "true" {
+	case live.GetLabels()[catalogv1.LabelSourceCopy] != "true":
 		return fmt.Errorf("%s %s/%s exists and is not a copy made by the catalog: not overwritten", ref.Kind, ns, name)
 	}
 	copied := &unstructured.Unstructured{Object: map[string]any{"spec": orig.Object["spec"]}}
@@ -122,7 +118,8 @@ func (r *Reconciler) applyCopy(ctx context.Context, ns, name string, ref catalog
 	copied.SetName(name)
 	copied.SetLabels(map[string]string{catalogv1.LabelSourceCopy: "true"})
 	copied.SetAnnotations(map[string]string{catalogv1.AnnotationSourceCopyOf: ref.Namespace + "/" + ref.Name})
-	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(copied), client.FieldOwner(FieldOwner), client.ForceOwnership)
+	_, err := ssa.ApplyUnstructured(ctx, r.Client, copied, live, FieldOwner) // quiet at steady state
+	return err
 }
 
 // prune deletes the copies in ns that no app uses any more.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	clusterapi "github.com/flotilla-dev/flotilla/services/cluster-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/apply"
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
@@ -64,7 +65,7 @@ func (r *Reconciler) reconcileDatastore(ctx context.Context, s *scope) error {
 		// Kamaji holds a DataStore that control planes use; made again once gone (the watch).
 		return fmt.Errorf("DataStore %s is being deleted", live.GetName())
 	}
-	if _, err := apply.Apply(ctx, r.Client, desired, live, FieldOwner); err != nil {
+	if _, err := ssa.ApplyUnstructured(ctx, r.Client, desired, live, FieldOwner); err != nil {
 		return err
 	}
 	s.dataStore = desired.GetName()
@@ -173,7 +174,7 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, s *scope) error {
 		var wg sync.WaitGroup
 		for i, obj := range objs {
 			if cluster.Stage(obj) == stage {
-				wg.Go(func() { sent[i], errs[i] = apply.Apply(ctx, r.Client, obj, live[i], FieldOwner) })
+				wg.Go(func() { sent[i], errs[i] = ssa.ApplyUnstructured(ctx, r.Client, obj, live[i], FieldOwner) })
 			}
 		}
 		wg.Wait()

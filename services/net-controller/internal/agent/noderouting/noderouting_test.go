@@ -19,9 +19,9 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/agent/noderouting"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/nstest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/routing"
-	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 const (

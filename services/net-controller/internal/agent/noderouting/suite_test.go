@@ -15,8 +15,8 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/routingpolicy"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/nstest"
-	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 // The suite runs the agent's reconciler against a real kube-apiserver and etcd, on real network

@@ -17,10 +17,11 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/enqueue"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
 )
 
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=loadbalancerpools,verbs=get;list;watch;patch
@@ -63,7 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		domain := []string{netv1.RangesValidCondition, netv1.AdvertisedCondition, netv1.RoutedCondition}
 		status.Writer{Client: r.Client, Domain: domain}.Finish(ctx, helper, p, s.stall, &res, &retErr)
 	}()
-	p.Status.Blocks, p.Status.Allocated = subnets.Blocks(p), int64(held)
+	p.Status.Blocks, p.Status.Allocated = blocks.Blocks(p), int64(held)
 	if !p.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, s)
 	}
@@ -87,7 +88,7 @@ func (r *Reconciler) reconcileRanges(ctx context.Context, s *scope) error {
 	if err := r.List(ctx, pools); err != nil {
 		return err
 	}
-	if older := subnets.Overlapping(s.pool, pools.Items); older != "" {
+	if older := blocks.Overlapping(s.pool, pools.Items); older != "" {
 		msg := fmt.Sprintf("The pool's ranges overlap those of the older LoadBalancerPool %s: it hands out no block; change its CIDRs", older)
 		conditions.MarkFalse(s.pool, netv1.RangesValidCondition, netv1.PoolOverlapReason, msg)
 		s.stall = &conditions.Stall{Reason: netv1.PoolOverlapReason, Message: msg}
@@ -112,12 +113,9 @@ func (r *Reconciler) reconcileAdvertisement(ctx context.Context, s *scope) error
 		s.stall = &conditions.Stall{Reason: netv1.NotOwnedReason, Message: msg}
 		return nil
 	}
-	if live == nil || !subnets.Contains(live.Object, desired.Object) {
-		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
-			client.FieldOwner(subnets.FieldOwner), client.ForceOwnership); err != nil {
-			conditions.MarkFalse(s.pool, netv1.AdvertisedCondition, "ApplyFailed", err.Error())
-			return err
-		}
+	if _, err := ssa.ApplyUnstructured(ctx, r.Client, desired, live, blocks.FieldOwner); err != nil {
+		conditions.MarkFalse(s.pool, netv1.AdvertisedCondition, "ApplyFailed", err.Error())
+		return err
 	}
 	where := "every interface"
 	if len(s.pool.Spec.Interfaces) > 0 {

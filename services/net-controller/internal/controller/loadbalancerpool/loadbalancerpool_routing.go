@@ -12,8 +12,8 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
 )
 
 // reconcileRouting keeps the RoutingPolicy derived from the pool's routing (lbpool-<pool>): made
@@ -43,13 +43,13 @@ func (r *Reconciler) reconcileRouting(ctx context.Context, s *scope) error {
 		if err := controllerutil.SetControllerReference(s.pool, desired, r.Scheme()); err != nil {
 			return err
 		}
-		if err := r.Create(ctx, desired, client.FieldOwner(subnets.FieldOwner)); err != nil {
+		if err := r.Create(ctx, desired, client.FieldOwner(blocks.FieldOwner)); err != nil {
 			conditions.MarkFalse(s.pool, netv1.RoutedCondition, "ApplyFailed", err.Error())
 			return err
 		}
 	case !equality.Semantic.DeepEqual(live.Spec, desired.Spec):
 		live.Spec = desired.Spec
-		if err := r.Update(ctx, live, client.FieldOwner(subnets.FieldOwner)); err != nil {
+		if err := r.Update(ctx, live, client.FieldOwner(blocks.FieldOwner)); err != nil {
 			conditions.MarkFalse(s.pool, netv1.RoutedCondition, "ApplyFailed", err.Error())
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 )
 
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=subnetpools,verbs=get;list;watch;patch
@@ -51,7 +51,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.List(ctx, held, client.MatchingLabels{netv1.LabelPool: p.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	p.Status.Blocks, p.Status.Allocated = subnets.Blocks(p), int64(len(held.Items))
+	p.Status.Blocks, p.Status.Allocated = blocks.Blocks(p), int64(len(held.Items))
 	if !p.DeletionTimestamp.IsZero() {
 		// The pool's ranges stay visible (an overlapping pool stays refused) until no block of it
 		// is held: a live range is never handed out again. The last Subnet's deletion brings the
@@ -72,7 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	if older := subnets.Overlapping(p, pools.Items); older != "" {
+	if older := blocks.Overlapping(p, pools.Items); older != "" {
 		msg := fmt.Sprintf("The pool's ranges overlap those of the older SubnetPool %s: it hands out no block; change its CIDRs", older)
 		conditions.MarkFalse(p, netv1.RangesValidCondition, netv1.PoolOverlapReason, msg)
 		stall = &conditions.Stall{Reason: netv1.PoolOverlapReason, Message: msg}

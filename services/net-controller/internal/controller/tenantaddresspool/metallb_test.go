@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
+	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 )
 
 // assigned waits until MetalLB gave the Service a load-balancer address, and returns it.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
-	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
+	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 )
 
 // A pool's routing becomes a RoutingPolicy the node agents apply: a rule per CIDR, a default route

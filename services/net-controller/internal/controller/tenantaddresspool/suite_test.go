@@ -18,7 +18,7 @@ import (
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/loadbalancerpool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantaddresspool"
-	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
+	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 )
 
 // The suite runs the real reconcilers against a real kube-apiserver and etcd, with the chart's CRDs

@@ -14,9 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
 )
 
 // reconcileAllocation finds the namespace's block, or allocates one. The ledger is the
@@ -28,7 +29,7 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	}
 	// The block the namespace held before is taken again when free: a pool someone else deleted
 	// comes back with the same addresses, which Services may still hold.
-	v, err := subnets.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.ns, s.tp.Status.Pool, poolName(s.tp.Status.AddressPool), "LoadBalancerPool", blockSize)
+	v, err := blocks.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.ns, s.tp.Status.Pool, poolName(s.tp.Status.AddressPool), "LoadBalancerPool", blockSize)
 	if err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	a := *v.Allocation
 	s.alloc = &a
 	s.tp.Status.Pool, s.tp.Status.IPv4, s.tp.Status.IPv6 = a.Pool, a.IPv4, a.IPv6
-	s.tp.Status.AddressPool = r.Namespace + "/" + subnets.SubnetName(a.Pool, a.Index)
+	s.tp.Status.AddressPool = r.Namespace + "/" + blocks.SubnetName(a.Pool, a.Index)
 	conditions.MarkTrue(s.tp, netv1.AllocatedCondition, netv1.ReconciledReason,
 		fmt.Sprintf("Block %d of LoadBalancerPool %s: %s", a.Index, a.Pool, a.CIDRBlock()))
 	return nil
@@ -57,7 +58,7 @@ func (h holders) Describe(m *metav1.PartialObjectMetadata) string {
 func (h holders) Own(ctx context.Context, rd client.Reader, ns string) ([]metav1.PartialObjectMetadata, error) {
 	list := metallb.ListMeta(metallb.IPAddressPoolGVK)
 	sel := client.MatchingLabels{netv1.LabelNamespace: ns}
-	for k, v := range subnets.ManagedLabels {
+	for k, v := range blocks.ManagedLabels {
 		sel[k] = v
 	}
 	if err := rd.List(ctx, list, client.InNamespace(h.r.Namespace), sel); err != nil {
@@ -76,24 +77,24 @@ func (h holders) Used(ctx context.Context, pool string) (map[int64]bool, error) 
 	for i := range list.Items {
 		names = append(names, list.Items[i].Name)
 	}
-	return subnets.Used(names, pool), nil
+	return blocks.Used(names, pool), nil
 }
 
 // Read reads back the block an IPAddressPool of the controller holds: its labels name the pool
 // and namespace, its annotation the block, and the pool's ranges (append-only) the addresses.
-func (h holders) Read(ctx context.Context, m *metav1.PartialObjectMetadata) (subnets.Allocation, error) {
-	i, ok := subnets.BlockIndex(m.Annotations)
+func (h holders) Read(ctx context.Context, m *metav1.PartialObjectMetadata) (blocks.Allocation, error) {
+	i, ok := blocks.BlockIndex(m.Annotations)
 	if !ok {
-		return subnets.Allocation{}, fmt.Errorf("annotation %s is missing or not a number", netv1.AnnotationBlock)
+		return blocks.Allocation{}, fmt.Errorf("annotation %s is missing or not a number", netv1.AnnotationBlock)
 	}
 	pool := &netv1.LoadBalancerPool{}
 	if err := h.r.Get(ctx, types.NamespacedName{Name: m.Labels[netv1.LabelPool]}, pool); err != nil {
-		return subnets.Allocation{}, fmt.Errorf("LoadBalancerPool %q: %w", m.Labels[netv1.LabelPool], err)
+		return blocks.Allocation{}, fmt.Errorf("LoadBalancerPool %q: %w", m.Labels[netv1.LabelPool], err)
 	}
-	if i >= subnets.Blocks(pool) {
-		return subnets.Allocation{}, fmt.Errorf("block %d is beyond LoadBalancerPool %s", i, pool.Name)
+	if i >= blocks.Blocks(pool) {
+		return blocks.Allocation{}, fmt.Errorf("block %d is beyond LoadBalancerPool %s", i, pool.Name)
 	}
-	return subnets.Allocate(pool, i, m.Labels[netv1.LabelNamespace])
+	return blocks.Allocate(pool, i, m.Labels[netv1.LabelNamespace])
 }
 
 func (h holders) Release(ctx context.Context, m *metav1.PartialObjectMetadata) error {
@@ -101,8 +102,8 @@ func (h holders) Release(ctx context.Context, m *metav1.PartialObjectMetadata) e
 	return err
 }
 
-func (h holders) Create(ctx context.Context, a subnets.Allocation) error {
-	return h.r.Create(ctx, metallb.AddressPool(a, h.r.Namespace), client.FieldOwner(subnets.FieldOwner))
+func (h holders) Create(ctx context.Context, a blocks.Allocation) error {
+	return h.r.Create(ctx, metallb.AddressPool(a, h.r.Namespace), client.FieldOwner(blocks.FieldOwner))
 }
 
 // reconcileQuota records the namespace's services.loadbalancers quota: kube-apiserver enforces
@@ -135,23 +136,22 @@ func (r *Reconciler) reconcileAddressPool(ctx context.Context, s *scope) error {
 	desired := metallb.AddressPool(*s.alloc, r.Namespace)
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(metallb.IPAddressPoolGVK)
-	err := r.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(desired), live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
 		return err
 	}
-	if err == nil && !metallb.Owned(live.GetLabels()) {
+	if live != nil && !metallb.Owned(live.GetLabels()) {
 		// Someone replaced the controller's pool with one of their own: it is theirs to keep.
 		msg := fmt.Sprintf("IPAddressPool %s/%s exists and is not the net-controller's; delete it to get the block back", r.Namespace, desired.GetName())
 		conditions.MarkFalse(s.tp, netv1.AddressPoolReadyCondition, netv1.NotOwnedReason, msg)
 		s.stall = &conditions.Stall{Reason: netv1.NotOwnedReason, Message: msg}
 		return nil
 	}
-	if err != nil || !subnets.Contains(live.Object, desired.Object) {
-		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
-			client.FieldOwner(subnets.FieldOwner), client.ForceOwnership); err != nil {
-			conditions.MarkFalse(s.tp, netv1.AddressPoolReadyCondition, "ApplyFailed", err.Error())
-			return err
-		}
+	if _, err := ssa.ApplyUnstructured(ctx, r.Client, desired, live, blocks.FieldOwner); err != nil {
+		conditions.MarkFalse(s.tp, netv1.AddressPoolReadyCondition, "ApplyFailed", err.Error())
+		return err
 	}
 	conditions.MarkTrue(s.tp, netv1.AddressPoolReadyCondition, netv1.ReconciledReason, quotaMessage(s, desired.GetName()))
 	return nil
@@ -176,7 +176,7 @@ func poolName(ref string) string {
 
 // blockSize is how many addresses one block of the pool holds, per family, for messages.
 func blockSize(p *netv1.LoadBalancerPool) string {
-	a, err := subnets.Allocate(p, 0, "")
+	a, err := blocks.Allocate(p, 0, "")
 	if err != nil {
 		return "?"
 	}

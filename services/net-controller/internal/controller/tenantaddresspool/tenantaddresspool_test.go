@@ -23,11 +23,11 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/loadbalancerpool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantaddresspool"
+	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/metallb"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
-	ts "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 // PoolBuilder builds LoadBalancerPools: MakePool("a", "case").IPv4(29, "198.51.100.0/24").Obj().
@@ -192,9 +192,9 @@ func TestATenantAdminCannotExceedItsLoadBalancerQuota(t *testing.T) {
 	g.Expect(admin.Create(ctx, clusterIP)).To(Succeed())
 
 	// MetalLB's kinds and the platform's are not the tenant's to write.
-	own := metallb.AddressPool(subnets.Allocation{Pool: "mine", Namespace: ns, IPv4: "203.0.113.0/24"}, ns)
+	own := metallb.AddressPool(blocks.Allocation{Pool: "mine", Namespace: ns, IPv4: "203.0.113.0/24"}, ns)
 	g.Expect(apierrors.IsForbidden(admin.Create(ctx, own))).To(BeTrue(), "a tenant admin creating an IPAddressPool in its namespace")
-	other := metallb.AddressPool(subnets.Allocation{Pool: "mine", Namespace: ns, IPv4: "203.0.113.0/24"}, metallbNS)
+	other := metallb.AddressPool(blocks.Allocation{Pool: "mine", Namespace: ns, IPv4: "203.0.113.0/24"}, metallbNS)
 	g.Expect(apierrors.IsForbidden(admin.Create(ctx, other))).To(BeTrue(), "a tenant admin creating an IPAddressPool in MetalLB's namespace")
 	g.Expect(apierrors.IsForbidden(admin.Create(ctx, MakePool("mine", "quota").IPv4(24, "203.0.113.0/24").Obj()))).To(BeTrue(),
 		"a tenant admin creating a LoadBalancerPool")
@@ -264,9 +264,9 @@ func TestMetalLBObjectsNotMadeByTheControllerAreLeftAlone(t *testing.T) {
 	g, ctx := NewWithT(t), ts.Ctx(t)
 	pool := MakePool("squat", "squat").IPv4(30, "198.51.100.128/28").Obj()
 	// Someone else's IPAddressPool has the name of the block the namespace would be given first,
-	first, _ := subnets.Pick("tenant-squat", subnets.Blocks(pool), nil)
-	foreign := metallb.AddressPool(subnets.Allocation{Pool: "x", Namespace: "elsewhere", IPv4: "192.0.2.0/24"}, metallbNS)
-	foreign.SetName(subnets.SubnetName("squat", first))
+	first, _ := blocks.Pick("tenant-squat", blocks.Blocks(pool), nil)
+	foreign := metallb.AddressPool(blocks.Allocation{Pool: "x", Namespace: "elsewhere", IPv4: "192.0.2.0/24"}, metallbNS)
+	foreign.SetName(blocks.SubnetName("squat", first))
 	foreign.SetLabels(map[string]string{"owner": "someone"})
 	// and someone else's L2Advertisement the name of another pool.
 	foreignAdv := metallb.L2Advertisement(&netv1.LoadBalancerPool{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metallbNS)
@@ -287,7 +287,7 @@ func TestMetalLBObjectsNotMadeByTheControllerAreLeftAlone(t *testing.T) {
 		// MetalLB writes its pools' status; the net-controller writes nothing of them.
 		after, err := getMetalLB(ctx, metav1.GroupVersionKind(o.GroupVersionKind()), o.GetName())
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(managers(after)).NotTo(ContainElement(subnets.FieldOwner), "%s %s was written to", o.GetKind(), o.GetName())
+		g.Expect(managers(after)).NotTo(ContainElement(blocks.FieldOwner), "%s %s was written to", o.GetKind(), o.GetName())
 		g.Expect(after.GetLabels()).To(Equal(o.GetLabels()))
 		g.Expect(after.Object["spec"]).To(Equal(o.Object["spec"]))
 	}
@@ -442,7 +442,7 @@ func managers(u *unstructured.Unstructured) []string {
 func owned(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, m := range u.GetManagedFields() {
-		if m.Manager == subnets.FieldOwner {
+		if m.Manager == blocks.FieldOwner {
 			out = append(out, m)
 		}
 	}

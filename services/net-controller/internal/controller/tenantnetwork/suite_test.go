@@ -18,8 +18,8 @@ import (
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/addresses"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/ovn"
-	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
 )
 
 // The suite runs the real reconciler against a real kube-apiserver and etcd, and a real OVN

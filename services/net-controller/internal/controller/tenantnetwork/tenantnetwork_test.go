@@ -19,7 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantnetwork"
-	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
-	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 )
 
 const (

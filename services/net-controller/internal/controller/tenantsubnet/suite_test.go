@@ -13,7 +13,7 @@ import (
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/subnetpool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantsubnet"
-	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/testsupport"
+	support "github.com/flotilla-dev/flotilla/services/net-controller/internal/controllertest"
 )
 
 // The suite runs the real reconcilers against a real kube-apiserver and etcd, with the chart's

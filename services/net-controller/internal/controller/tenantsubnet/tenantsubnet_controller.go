@@ -20,7 +20,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 )
 
 // +kubebuilder:rbac:groups=net.flotilla.dev,resources=tenantsubnets,verbs=get;list;watch;create;delete
@@ -48,7 +48,7 @@ type Reconciler struct {
 type scope struct {
 	ts    *netv1.TenantSubnet
 	ns    *metav1.PartialObjectMetadata
-	alloc *subnets.Allocation
+	alloc *blocks.Allocation
 	stall *conditions.Stall
 }
 
@@ -56,7 +56,7 @@ type scope struct {
 // no longer a tenant's.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	w := status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
-	return subnets.Reconcile(ctx, r.Client, req.Name, w, r.reconcileRelease,
+	return blocks.Reconcile(ctx, r.Client, req.Name, w, r.reconcileRelease,
 		func(ctx context.Context, ns *metav1.PartialObjectMetadata, ts *netv1.TenantSubnet) (*conditions.Stall, error) {
 			s := &scope{ts: ts, ns: ns}
 			err := r.reconcileNormal(ctx, s)

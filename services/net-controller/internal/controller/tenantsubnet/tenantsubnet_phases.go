@@ -12,8 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 )
 
 // subnetNameLabel is the label Kube-OVN puts on an IP naming its Subnet.
@@ -27,7 +28,7 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	}
 	// The block the namespace held before (its TenantSubnet says which) is taken again when free:
 	// a Subnet someone else deleted comes back with the same range.
-	v, err := subnets.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.ns, s.ts.Status.Pool, s.ts.Status.Subnet, "SubnetPool", blockSizes)
+	v, err := blocks.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.ns, s.ts.Status.Pool, s.ts.Status.Subnet, "SubnetPool", blockSizes)
 	if err != nil {
 		return err
 	}
@@ -38,7 +39,7 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	a := *v.Allocation
 	s.alloc = &a
 	s.ts.Status.Pool, s.ts.Status.IPv4, s.ts.Status.IPv6 = a.Pool, a.IPv4, a.IPv6
-	s.ts.Status.Subnet = subnets.SubnetName(a.Pool, a.Index)
+	s.ts.Status.Subnet = blocks.SubnetName(a.Pool, a.Index)
 	conditions.MarkTrue(s.ts, netv1.AllocatedCondition, netv1.ReconciledReason,
 		fmt.Sprintf("Block %d of SubnetPool %s: %s", a.Index, a.Pool, a.CIDRBlock()))
 	return nil
@@ -52,7 +53,7 @@ func (holders) Describe(sn *kubeovnv1.Subnet) string { return "Subnet " + sn.Nam
 // Own lists the Subnets this controller made for a namespace.
 func (h holders) Own(ctx context.Context, rd client.Reader, ns string) ([]kubeovnv1.Subnet, error) {
 	list := &kubeovnv1.SubnetList{}
-	sel := client.MatchingLabels(subnets.SubnetLabels(subnets.Allocation{Namespace: ns}))
+	sel := client.MatchingLabels(blocks.SubnetLabels(blocks.Allocation{Namespace: ns}))
 	delete(sel, netv1.LabelPool)
 	if err := rd.List(ctx, list, sel); err != nil {
 		return nil, err
@@ -71,10 +72,10 @@ func (h holders) Used(ctx context.Context, pool string) (map[int64]bool, error) 
 	for i := range list.Items {
 		names = append(names, list.Items[i].Name)
 	}
-	return subnets.Used(names, pool), nil
+	return blocks.Used(names, pool), nil
 }
 
-func (holders) Read(_ context.Context, sn *kubeovnv1.Subnet) (subnets.Allocation, error) {
+func (holders) Read(_ context.Context, sn *kubeovnv1.Subnet) (blocks.Allocation, error) {
 	return allocationOf(sn)
 }
 
@@ -83,17 +84,17 @@ func (h holders) Release(ctx context.Context, sn *kubeovnv1.Subnet) error {
 	return err
 }
 
-func (h holders) Create(ctx context.Context, a subnets.Allocation) error {
-	return h.r.Create(ctx, subnets.Subnet(a), client.FieldOwner(subnets.FieldOwner))
+func (h holders) Create(ctx context.Context, a blocks.Allocation) error {
+	return h.r.Create(ctx, blocks.Subnet(a), client.FieldOwner(blocks.FieldOwner))
 }
 
 // allocationOf reads back the allocation a Subnet of this controller holds.
-func allocationOf(sn *kubeovnv1.Subnet) (subnets.Allocation, error) {
-	i, ok := subnets.BlockIndex(sn.Annotations)
+func allocationOf(sn *kubeovnv1.Subnet) (blocks.Allocation, error) {
+	i, ok := blocks.BlockIndex(sn.Annotations)
 	if !ok {
-		return subnets.Allocation{}, fmt.Errorf("annotation %s is missing or not a number", netv1.AnnotationBlock)
+		return blocks.Allocation{}, fmt.Errorf("annotation %s is missing or not a number", netv1.AnnotationBlock)
 	}
-	a := subnets.Allocation{Pool: sn.Labels[netv1.LabelPool], Index: i, Namespace: sn.Labels[netv1.LabelNamespace]}
+	a := blocks.Allocation{Pool: sn.Labels[netv1.LabelPool], Index: i, Namespace: sn.Labels[netv1.LabelNamespace]}
 	for _, c := range strings.Split(sn.Spec.CIDRBlock, ",") {
 		switch {
 		case strings.Contains(c, ":"):
@@ -114,19 +115,18 @@ func (r *Reconciler) reconcileSubnet(ctx context.Context, s *scope) error {
 		conditions.MarkFalse(s.ts, netv1.SubnetReadyCondition, "WaitingForBlock", "Waiting for a block")
 		return nil
 	}
-	desired := subnets.Subnet(*s.alloc)
+	desired := blocks.Subnet(*s.alloc)
 	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(subnets.SubnetGVK)
-	err := r.Get(ctx, types.NamespacedName{Name: desired.GetName()}, live)
-	if err != nil && !apierrors.IsNotFound(err) {
+	live.SetGroupVersionKind(blocks.SubnetGVK)
+	switch err := r.Get(ctx, types.NamespacedName{Name: desired.GetName()}, live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
 		return err
 	}
-	if err != nil || !subnets.Contains(live.Object, desired.Object) {
-		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
-			client.FieldOwner(subnets.FieldOwner), client.ForceOwnership); err != nil {
-			conditions.MarkFalse(s.ts, netv1.SubnetReadyCondition, "ApplyFailed", err.Error())
-			return err
-		}
+	if _, err := ssa.ApplyUnstructured(ctx, r.Client, desired, live, blocks.FieldOwner); err != nil {
+		conditions.MarkFalse(s.ts, netv1.SubnetReadyCondition, "ApplyFailed", err.Error())
+		return err
 	}
 	conditions.MarkTrue(s.ts, netv1.SubnetReadyCondition, netv1.ReconciledReason,
 		fmt.Sprintf("Subnet %s binds namespace %s", desired.GetName(), s.ns.Name))

@@ -21,9 +21,9 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	netv1 "github.com/flotilla-dev/flotilla/services/net-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/net-controller/internal/blocks"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/subnetpool"
 	"github.com/flotilla-dev/flotilla/services/net-controller/internal/controller/tenantsubnet"
-	"github.com/flotilla-dev/flotilla/services/net-controller/internal/subnets"
 )
 
 func TestTenantNamespaceGetsDualStackSubnet(t *testing.T) {
@@ -153,9 +153,9 @@ func TestASubnetNotMadeByTheControllerIsNeitherAdoptedNorReused(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
 	pool := MakePool("squat", "squat").IPv4(24, "10.64.0.0/22").Obj()
 	// Someone else's Subnet has the name of the block the namespace would be given first.
-	first, _ := subnets.Pick("tenant-squat", subnets.Blocks(pool), nil)
+	first, _ := blocks.Pick("tenant-squat", blocks.Blocks(pool), nil)
 	foreign := &kubeovnv1.Subnet{
-		ObjectMeta: metav1.ObjectMeta{Name: subnets.SubnetName("squat", first), Labels: map[string]string{"owner": "someone"}},
+		ObjectMeta: metav1.ObjectMeta{Name: blocks.SubnetName("squat", first), Labels: map[string]string{"owner": "someone"}},
 		Spec:       kubeovnv1.SubnetSpec{CIDRBlock: "172.30.0.0/24", Protocol: "IPv4"},
 	}
 	create(ctx, t, foreign, pool, tenantNamespace("tenant-squat", "squat"))
@@ -419,9 +419,9 @@ func TestASubnetDeletedBySomeoneElseComesBackWithItsRange(t *testing.T) {
 	g, ctx := NewWithT(t), ctxFor(t)
 	pool := MakePool("back", "back").IPv4(24, "10.69.0.0/22").Obj()
 	// The namespace's first choice is taken when it is allocated, so it gets another block ...
-	first, _ := subnets.Pick("tenant-back", subnets.Blocks(pool), nil)
+	first, _ := blocks.Pick("tenant-back", blocks.Blocks(pool), nil)
 	squatter := &kubeovnv1.Subnet{
-		ObjectMeta: metav1.ObjectMeta{Name: subnets.SubnetName("back", first)},
+		ObjectMeta: metav1.ObjectMeta{Name: blocks.SubnetName("back", first)},
 		Spec:       kubeovnv1.SubnetSpec{CIDRBlock: "172.31.0.0/24", Protocol: "IPv4"},
 	}
 	create(ctx, t, squatter, pool, tenantNamespace("tenant-back", "back"))
