@@ -32,7 +32,7 @@ fuzz() { # fuzz DIR TARGET PACKAGE WHAT
 }
 fuzz services/tenant-controller FuzzValidate ./internal/tenancy/ "the Tenant validation"
 fuzz services/app-catalog-controller FuzzAdmit ./internal/apiserver/ "the apps' value validation"
-fuzz services/net-controller FuzzBlock ./internal/subnets/ "the net-controller's pool blocks"
+fuzz services/net-controller FuzzBlock ./internal/blocks/ "the net-controller's pool blocks"
 fuzz services/net-controller FuzzDesired ./internal/routing/ "the net-controller's routing policies"
 
 echo ">> go test -race ${pkgs[*]}"
