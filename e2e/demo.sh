@@ -282,6 +282,19 @@ YAML
   echo "  \$ kubectl exec -n tenant-acme $release-0 -- redis-cli ping   # as acme's admin"
   "${as_acme[@]}" exec -n tenant-acme "$release-0" -- redis-cli ping 2>&1 | sed 's/^/    /'
   echo
+  say "an app whose pods cannot be created is not Ready, and says why: acme orders a Redis asking for more CPU than its namespace's LimitRange allows a container"
+  "${as_acme[@]}" apply -f - <<'YAML'
+apiVersion: apps.flotilla.dev/v1alpha1
+kind: Redis
+metadata: {name: toobig, namespace: tenant-acme}
+spec: {storage: {storageClass: local-path}, resources: {cpu: "8"}, volumePolicy: Delete}
+YAML
+  "${as_acme[@]}" wait -n tenant-acme redis/toobig --for=condition=Ready=false --timeout=120s >/dev/null || true
+  "${as_acme[@]}" get -n tenant-acme redis/toobig
+  echo "  \$ kubectl get -n tenant-acme redis/toobig -o jsonpath='{.status.message}'   # as acme's admin"
+  "${as_acme[@]}" get -n tenant-acme redis/toobig -o jsonpath='{.status.message}{"\n"}' | sed 's/^/    /'
+  "${as_acme[@]}" delete -n tenant-acme redis/toobig --wait=false >/dev/null
+  echo
 }
 
 # node_agent: the net-controller's node agent for node-1 (one of the Nodes the demo makes by hand),
@@ -343,9 +356,9 @@ YAML
   kubectl get -n "$ns" kubernetesclusters -o wide
   echo "  Cluster API's view (its real managers):"
   kubectl get -n "$ns" machines.cluster.x-k8s.io | sed 's/^/    /'
-  echo "  the etcd of each tenant hosting one (etcd: true), ordered by the catalog as an app; its pods do not run here:"
-  kubectl wait etcds.apps.flotilla.dev --all -A --for=condition=Ready --timeout=120s >/dev/null || true
-  kubectl get etcds.apps.flotilla.dev -A | sed 's/^/    /'
+  echo "  the etcd of each tenant hosting one (etcd: true), ordered by the catalog as an app; its pods cannot run here, and it says so:"
+  kubectl wait etcds.apps.flotilla.dev --all -A --for=condition=Ready=false --timeout=120s >/dev/null 2>&1 || true
+  kubectl get etcds.apps.flotilla.dev -A -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,STATUS:.status.message' | sed 's/^/    /'
   echo "  the Kamaji DataStore of its tenant's etcd (the stand-in keeps every control plane on the platform's etcd):"
   kubectl get datastores.kamaji.clastix.io -l cluster.flotilla.dev/etcd-namespace \
     -o custom-columns=NAME:.metadata.name,ENDPOINTS:.spec.endpoints,CA:.spec.tlsConfig.certificateAuthority.certificate.secretReference.name | sed 's/^/    /'
@@ -564,6 +577,7 @@ up() {
   echo
 
 
+  say "acme's administrator orders a Redis: installed, not Ready while its pod cannot start, and saying why"
   as_acme=(kubectl --kubeconfig "$state/users/acme-admin.kubeconfig" --cache-dir "$state/kube-cache-acme-admin")
   "${as_acme[@]}" apply -f - <<'YAML'
 apiVersion: apps.flotilla.dev/v1alpha1
@@ -571,8 +585,10 @@ kind: Redis
 metadata: {name: cache, namespace: tenant-acme}
 spec: {replicas: 1}
 YAML
-  "${as_acme[@]}" wait -n tenant-acme redis/cache --for=condition=Ready --timeout=120s
+  "${as_acme[@]}" wait -n tenant-acme redis/cache --for=condition=Ready=false --timeout=120s
   "${as_acme[@]}" get -n tenant-acme postgres,redis
+  echo "  \$ kubectl get -n tenant-acme redis/cache -o jsonpath='{.status.message}'   # no default StorageClass here, so its claim names none"
+  "${as_acme[@]}" get -n tenant-acme redis/cache -o jsonpath='{.status.message}{"\n"}' | sed 's/^/    /'
   echo "  a claim larger than any two zones can hold, refused at once with the numbers:"
   "${as_acme[@]}" create -f - <<'YAML' 2>&1 | sed 's/^/    /' || true
 apiVersion: v1

@@ -60,6 +60,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo output lacks acme's usage report with its Postgres orders and their volume:\n%s", out)
 	}
 	for _, want := range []string{"redis.apps.flotilla.dev/cache created", "redis.apps.flotilla.dev/cache condition met",
+		"pod redis-cache-0 cannot be scheduled: ", // its claim names no StorageClass, and none is the default
 		"2 replicas of 150Gi: the largest free on 2 distinct zones is 100Gi",
 		`User "beta-admin" cannot list resource "postgreses"`} {
 		if !strings.Contains(out, want) {
@@ -119,6 +120,14 @@ func TestDemo(t *testing.T) {
 		if !slices.Contains(strings.Split(out, "\n"), "    PONG") {
 			t.Errorf("acme's Redis on the real node does not answer PING:\n%s", out)
 		}
+		// A Redis asking for more CPU than acme's LimitRange allows: installed, not Ready, and
+		// saying why in kube-apiserver's words.
+		if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+			f := strings.Fields(line)
+			return len(f) >= 2 && f[0] == "toobig" && f[1] == "False"
+		}) || !strings.Contains(out, "StatefulSet redis-toobig cannot create its pods: ") || !strings.Contains(out, "cpu limit of 500m") {
+			t.Errorf("acme's Redis too large for its LimitRange is not shown not Ready with the reason:\n%s", out)
+		}
 	}
 	if !strings.Contains(out, "pod/db condition met") {
 		t.Errorf("acme's database pod was not scheduled with its volume:\n%s", out)
@@ -132,7 +141,7 @@ func TestDemo(t *testing.T) {
 // API: the app and its KubernetesCluster Ready with both workers (Cluster API's real managers, the
 // local provider stand-in), the nodes listed by kubectl with the customer's kubeconfig against the
 // customer's own API server, the base add-ons (CNI, CSI node plugin) and the ingress add-on inside, and a third node after scaling; the
-// DataStore of the tenant's etcd and the etcd apps the catalog ordered; its
+// DataStore of the tenant's etcd and the etcd apps the catalog ordered (not Ready: their pods cannot run here); its
 // cloud-controller-manager, CSI controller and autoscaler available in the platform's namespace,
 // which acme's admin may not list.
 func demoCluster(t *testing.T, out string) {
@@ -169,13 +178,14 @@ func demoCluster(t *testing.T, out string) {
 	if !appReady {
 		t.Errorf("the Kubernetes app demo is not shown Ready:\n%s", out)
 	}
-	// NAMESPACE NAME READY …: the etcd the catalog ordered for each tenant hosting one.
+	// NAMESPACE NAME READY STATUS: the etcd the catalog ordered for each tenant hosting one,
+	// installed but not Ready, saying why: its pods cannot run here.
 	for _, ns := range []string{"tenant-root", "tenant-acme-dev"} {
 		if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
 			f := strings.Fields(line)
-			return len(f) >= 3 && f[0] == ns && f[1] == "etcd" && f[2] == "True"
+			return len(f) >= 5 && f[0] == ns && f[1] == "etcd" && f[2] == "False" && f[3] == "pod"
 		}) {
-			t.Errorf("the etcd ordered for %s is not shown Ready:\n%s", ns, out)
+			t.Errorf("the etcd ordered for %s is not shown not Ready with why its pods cannot start:\n%s", ns, out)
 		}
 	}
 	if !clusterReady {

@@ -25,6 +25,9 @@ type SchedulerOptions struct {
 	// effective requests, with its node) on 127.0.0.1:MetricsPort over HTTPS to anyone: for a
 	// local metrics store (the usage-api's) to scrape without credentials.
 	MetricsPort int
+	// SchedulerName, if set, makes this kube-scheduler schedule only the pods that name it
+	// (spec.schedulerName), beside any other.
+	SchedulerName string
 }
 
 // StartScheduler runs the real kube-scheduler (built by libs/builder) against the control plane,
@@ -44,6 +47,9 @@ func (e *Env) StartScheduler(dir string, o SchedulerOptions) (*Scheduler, error)
 	}
 	if o.PercentageOfNodesToScore != 0 {
 		cfg["percentageOfNodesToScore"] = o.PercentageOfNodesToScore
+	}
+	if o.SchedulerName != "" {
+		cfg["profiles"] = []map[string]any{{"schedulerName": o.SchedulerName}}
 	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {

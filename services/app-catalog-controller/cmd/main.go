@@ -6,6 +6,7 @@ package main
 
 import (
 	"flag"
+	"maps"
 	"net/http"
 	"os"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
 	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/appworkloads"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/deliverysource"
@@ -46,6 +48,7 @@ func run(opts manager.Options, maxArtifact int64) error {
 	}
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
 		o.Cache.ByObject = definition.CacheByObject()
+		maps.Copy(o.Cache.ByObject, appworkloads.CacheByObject())
 	})
 	if err != nil {
 		return err
@@ -64,6 +67,9 @@ func run(opts manager.Options, maxArtifact int64) error {
 		return err
 	}
 	if err := (&tenantservice.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&appworkloads.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: &http.Client{Timeout: time.Minute}, MaxSize: maxArtifact}

@@ -24,6 +24,9 @@ const (
 	ArtifactFailedReason = "ArtifactFailed"
 	// ServedReason: the definition's kind is served under apps.flotilla.dev.
 	ServedReason = "Served"
+	// PodsCannotStartReason: an app's Helm release is installed, but its pods cannot start
+	// (AnnotationWorkloads says why).
+	PodsCannotStartReason = "PodsCannotStart"
 )
 
 // Labels and annotations on the objects the catalog writes.
@@ -58,6 +61,9 @@ const (
 	AnnotationVolumePolicy = "apps.flotilla.dev/volume-policy"
 	// AnnotationManagedFields stores the app's metadata.managedFields (server-side apply).
 	AnnotationManagedFields = "apps.flotilla.dev/managed-fields"
+	// AnnotationWorkloads, on an app's HelmRelease, says why the app's pods cannot start; absent
+	// while they can. The app-catalog-controller writes it; the app is not Ready while it is set.
+	AnnotationWorkloads = "apps.flotilla.dev/workloads"
 )
 
 // PlatformValuesKey is the top-level values key the platform fills (tenant, shared services);

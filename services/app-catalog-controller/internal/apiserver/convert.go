@@ -151,6 +151,13 @@ func appStatus(k *catalog.Kind, hr *helmv2.HelmRelease) AppStatus {
 			cond(meta.ReadyCondition, metav1.ConditionUnknown, meta.ProgressingReason, st.Message, at),
 			cond(meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, st.Message, at),
 		}
+	case ready.Status == metav1.ConditionTrue && hr.Annotations[catalogv1.AnnotationWorkloads] != "":
+		// Installed, but its pods cannot start: not Ready until they can (or its spec changes).
+		st.Message = hr.Annotations[catalogv1.AnnotationWorkloads]
+		st.Conditions = []metav1.Condition{
+			cond(meta.ReadyCondition, metav1.ConditionFalse, catalogv1.PodsCannotStartReason, st.Message, at),
+			cond(meta.ReconcilingCondition, metav1.ConditionTrue, catalogv1.PodsCannotStartReason, st.Message, at),
+		}
 	case ready.Status == metav1.ConditionTrue:
 		st.ObservedGeneration = hr.Generation
 		st.Message = ready.Message
@@ -234,9 +241,13 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 	hr.Labels[catalogv1.LabelAppKind] = k.GVK.Kind
 	hr.Labels[catalogv1.LabelAppName] = app.GetName()
 	hr.Labels[catalogv1.LabelDefinition] = k.Definition.Name
+	workloads := hr.Annotations[catalogv1.AnnotationWorkloads] // the controller's, kept across updates
 	hr.Annotations = userKeys(app.GetAnnotations())
 	if hr.Annotations == nil {
 		hr.Annotations = map[string]string{}
+	}
+	if workloads != "" {
+		hr.Annotations[catalogv1.AnnotationWorkloads] = workloads
 	}
 	if protect {
 		hr.Labels[catalogv1.LabelDeletionProtection] = "true"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +33,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/appworkloads"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/deliverysource"
@@ -210,12 +212,19 @@ func startTenantController(ctx context.Context, dir string) error {
 	return env.StartBinary(bin, dir, nil, "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--webhook-port=0")
 }
 
+// cacheByObject is the manager's cache, as cmd/main.go sets it.
+func cacheByObject() map[client.Object]cache.ByObject {
+	by := definition.CacheByObject()
+	maps.Copy(by, appworkloads.CacheByObject())
+	return by
+}
+
 // startController runs the catalog controller in-process, as cmd/main.go wires it.
 func startController(ctx context.Context) error {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  apiserver.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{ByObject: definition.CacheByObject()},
+		Cache:   cache.Options{ByObject: cacheByObject()},
 	})
 	if err != nil {
 		return err
@@ -231,6 +240,9 @@ func startController(ctx context.Context) error {
 		return err
 	}
 	if err := (&tenantservice.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&appworkloads.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: http.DefaultClient, MaxSize: 10 << 20}

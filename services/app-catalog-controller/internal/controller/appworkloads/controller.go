@@ -1,0 +1,184 @@
+// Package appworkloads writes on each app's HelmRelease why the app's pods cannot start (the
+// scheduler found no node, an image cannot be pulled, a container keeps crashing) or cannot even
+// be created (a quota or LimitRange refuses them), or nothing once they can: the apps API then shows the app not Ready with that message, although its Helm release
+// is installed. An app's pods are those of its namespace labelled app.kubernetes.io/instance with
+// its release's name (Helm's convention, which the catalog's charts follow), and its StatefulSets
+// and Deployments, so labelled too.
+package appworkloads
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/catalog"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/workloads"
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+)
+
+// ReleaseLabel is Helm's label of the release an object belongs to.
+const ReleaseLabel = "app.kubernetes.io/instance"
+
+// Recheck is how soon an app whose StatefulSet has fewer pods than it wants, for no reason known
+// yet, is looked at again: the StatefulSet controller reports a refused pod only in an Event.
+const Recheck = 15 * time.Second
+
+// Reconciler keeps catalogv1.AnnotationWorkloads of each app's HelmRelease.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Events, which are not cached.
+	APIReader client.Reader
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;patch
+
+// Reconcile writes why the app's pods cannot start (or cannot even be created), or removes what
+// it wrote once they can. A converged app writes nothing.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	hr := &helmv2.HelmRelease{}
+	if err := r.Client.Get(ctx, req.NamespacedName, hr); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if hr.Labels[catalogv1.LabelDefinition] == "" || hr.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	ns, release := client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{ReleaseLabel: hr.Spec.ReleaseName}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, ns, release); err != nil {
+		return reconcile.Result{}, err
+	}
+	why := workloads.Explain(pods.Items)
+	var res reconcile.Result
+	if why == "" {
+		var err error
+		if why, res, err = r.uncreated(ctx, ns, release); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if hr.Annotations[catalogv1.AnnotationWorkloads] == why {
+		return res, nil
+	}
+	patch := client.MergeFrom(hr.DeepCopy())
+	if why == "" {
+		delete(hr.Annotations, catalogv1.AnnotationWorkloads)
+	} else {
+		if hr.Annotations == nil {
+			hr.Annotations = map[string]string{}
+		}
+		hr.Annotations[catalogv1.AnnotationWorkloads] = why
+	}
+	return res, client.IgnoreNotFound(r.Client.Patch(ctx, hr, patch))
+}
+
+// uncreated says why the release's workloads cannot create their pods (a quota, a LimitRange or a
+// policy refusing them): a Deployment's ReplicaFailure condition, a StatefulSet's latest
+// FailedCreate Event. A StatefulSet short of pods with no such Event yet is looked at again.
+func (r *Reconciler) uncreated(ctx context.Context, opts ...client.ListOption) (string, reconcile.Result, error) {
+	var res reconcile.Result
+	var whys []string
+	deployments := &appsv1.DeploymentList{}
+	if err := r.Client.List(ctx, deployments, opts...); err != nil {
+		return "", res, err
+	}
+	for _, d := range deployments.Items {
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+				whys = append(whys, fmt.Sprintf("Deployment %s cannot create its pods: %s", d.Name, c.Message))
+			}
+		}
+	}
+	sets := &appsv1.StatefulSetList{}
+	if err := r.Client.List(ctx, sets, opts...); err != nil {
+		return "", res, err
+	}
+	for _, s := range sets.Items {
+		if s.Spec.Replicas == nil || s.Status.Replicas >= *s.Spec.Replicas {
+			continue
+		}
+		events := &eventsv1.EventList{}
+		if err := r.APIReader.List(ctx, events, client.InNamespace(s.Namespace), client.MatchingFields{
+			"regarding.kind": "StatefulSet", "regarding.name": s.Name, "reason": "FailedCreate"}); err != nil {
+			return "", res, err
+		}
+		if latest := workloads.Latest(events.Items); latest != nil {
+			whys = append(whys, fmt.Sprintf("StatefulSet %s cannot create its pods: %s", s.Name, latest.Note))
+			continue
+		}
+		res.RequeueAfter = Recheck
+	}
+	slices.Sort(whys)
+	return strings.Join(whys, "; "), res, nil
+}
+
+// SetupWithManager watches apps' HelmReleases (new ones, and new generations, which the apps API
+// writes without this annotation) and the pods of releases.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toApp := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		release := o.GetLabels()[ReleaseLabel]
+		if release == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: tenancyv1.DeliveryNamespace(o.GetNamespace()), Name: release}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("appworkloads").
+		For(&helmv2.HelmRelease{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, toApp).
+		Watches(&appsv1.StatefulSet{}, toApp).
+		Watches(&appsv1.Deployment{}, toApp).
+		Complete(r)
+}
+
+// CacheByObject keeps in the manager's cache only the pods, StatefulSets and Deployments of Helm
+// releases, and of them only what the reconciler reads: their status, their replicas, and their
+// containers' names and images.
+func CacheByObject() map[client.Object]cache.ByObject {
+	req, _ := labels.NewRequirement(ReleaseLabel, selection.Exists, nil)
+	releases := labels.NewSelector().Add(*req)
+	trim := func(obj any) (any, error) {
+		switch o := obj.(type) {
+		case *corev1.Pod:
+			o.ManagedFields = nil
+			o.Spec = corev1.PodSpec{InitContainers: images(o.Spec.InitContainers), Containers: images(o.Spec.Containers)}
+		case *appsv1.StatefulSet:
+			o.ManagedFields, o.Spec = nil, appsv1.StatefulSetSpec{Replicas: o.Spec.Replicas}
+		case *appsv1.Deployment:
+			o.ManagedFields, o.Spec = nil, appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}
+		}
+		return obj, nil
+	}
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:         {Label: releases, Transform: trim},
+		&appsv1.StatefulSet{}: {Label: releases, Transform: trim},
+		&appsv1.Deployment{}:  {Label: releases, Transform: trim},
+	}
+}
+
+func images(cs []corev1.Container) []corev1.Container {
+	out := make([]corev1.Container, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, corev1.Container{Name: c.Name, Image: c.Image})
+	}
+	return out
+}
