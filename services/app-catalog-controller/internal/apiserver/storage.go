@@ -575,7 +575,7 @@ func (s *appStorage) Delete(ctx context.Context, name string, deleteValidation r
 	}
 	if policy == catalogv1.VolumePolicyDelete {
 		if err := s.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(catalog.AppNamespace(hr)),
-			client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
+			client.MatchingLabels{catalog.ReleaseLabel: hr.Spec.ReleaseName}); err != nil {
 			return nil, false, apierrors.NewInternalError(fmt.Errorf("deleting the app's volumes: %w", err))
 		}
 	}
@@ -627,15 +627,11 @@ func (s *appStorage) DeleteCollection(ctx context.Context, deleteValidation rest
 	return deleted, nil
 }
 
-// releaseLabel is the Helm convention for the release an object belongs to; the app's volumes
-// are the claims carrying it.
-const releaseLabel = "app.kubernetes.io/instance"
-
 // retainVolumes detaches the app's claims from their owners and labels them with the app. A claim
 // labelled with volume policy Delete (a worker's root disk) is left to go with its owner.
 func (s *appStorage) retainVolumes(ctx context.Context, hr *helmv2.HelmRelease, app *unstructured.Unstructured) error {
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := s.client.List(ctx, &pvcs, client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{releaseLabel: hr.Spec.ReleaseName}); err != nil {
+	if err := s.client.List(ctx, &pvcs, client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{catalog.ReleaseLabel: hr.Spec.ReleaseName}); err != nil {
 		return err
 	}
 	from := strings.ToLower(s.kind.GVK.Kind) + "." + app.GetName()

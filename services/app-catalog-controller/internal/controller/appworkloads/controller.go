@@ -34,9 +34,6 @@ import (
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
-// ReleaseLabel is Helm's label of the release an object belongs to.
-const ReleaseLabel = "app.kubernetes.io/instance"
-
 // Recheck is how soon an app whose StatefulSet has fewer pods than it wants, for no reason known
 // yet, is looked at again: the StatefulSet controller reports a refused pod only in an Event.
 const Recheck = 15 * time.Second
@@ -63,7 +60,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if hr.Labels[catalogv1.LabelDefinition] == "" || hr.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	ns, release := client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{ReleaseLabel: hr.Spec.ReleaseName}
+	ns, release := client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{catalog.ReleaseLabel: hr.Spec.ReleaseName}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, ns, release); err != nil {
 		return reconcile.Result{}, err
@@ -135,7 +132,7 @@ func (r *Reconciler) uncreated(ctx context.Context, opts ...client.ListOption) (
 // writes without this annotation) and the pods of releases.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toApp := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		release := o.GetLabels()[ReleaseLabel]
+		release := o.GetLabels()[catalog.ReleaseLabel]
 		if release == "" {
 			return nil
 		}
@@ -154,7 +151,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // releases, and of them only what the reconciler reads: their status, their replicas, and their
 // containers' names and images.
 func CacheByObject() map[client.Object]cache.ByObject {
-	req, _ := labels.NewRequirement(ReleaseLabel, selection.Exists, nil)
+	req, _ := labels.NewRequirement(catalog.ReleaseLabel, selection.Exists, nil)
 	releases := labels.NewSelector().Add(*req)
 	trim := func(obj any) (any, error) {
 		switch o := obj.(type) {
