@@ -28,6 +28,7 @@ func main() {
 	flag.StringVar(&po.EtcdServers, "etcd-servers", "", "The platform's etcd (comma-separated URLs): each control plane's state goes there under /<dataStoreSchema>.")
 	flag.StringVar(&po.StateDir, "state-dir", filepath.Join(os.TempDir(), "flotilla-local-provider"), "Where each control plane's certificates, port and log are kept.")
 	flag.StringVar(&po.InfraNamespace, "infra-namespace", "", "The cluster-controller's --infra-namespace: its Deployments are reported available (no container runs).")
+	flag.BoolVar(&po.InfraPods, "infra-pods", false, "kube-controller-manager's Deployment controller runs: play only the kubelet of the infrastructure namespace's pods on Nodes no kubelet runs, instead of reporting their Deployments available.")
 	namespace := flag.String("namespace", "", "Serve only this namespace (default: all).")
 	flag.Parse()
 	if err := run(opts, po, *namespace); err != nil {

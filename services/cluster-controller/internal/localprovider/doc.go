@@ -21,7 +21,9 @@
 //     Deleting the KubevirtMachine (the VM) removes the Node.
 //   - The kubelet, for the cluster-controller's infrastructure namespace only (Options.
 //     InfraNamespace): each cluster's cloud-controller-manager, CSI controller and autoscaler
-//     Deployment reports its replicas available, though none of their containers runs.
+//     Deployment reports its replicas available, though none of their containers runs. Where
+//     kube-controller-manager's Deployment controller runs (Options.InfraPods), their pods bound
+//     to a Node no kubelet runs report their containers running and ready instead.
 //   - The customer cluster's DaemonSet controller and kubelets, for the add-ons only: each
 //     DaemonSet in an add-on's namespace (the CNI, the CSI node plugin) reports a ready pod on
 //     every Node, so that helm-controller's wait for the add-on's release ends.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,6 +50,10 @@ type Options struct {
 	// InfraNamespace is the cluster-controller's infrastructure namespace (--infra-namespace),
 	// whose Deployments the stand-in reports available; empty leaves Deployments alone.
 	InfraNamespace string
+	// InfraPods: kube-controller-manager's Deployment controller runs, and the stand-in plays only
+	// the kubelet of the infrastructure namespace's pods bound to a node no kubelet runs (a Node
+	// made by hand): they report their containers running and ready.
+	InfraPods bool
 }
 
 // Provider is the stand-in: set it up with a manager, whose stop stops every kube-apiserver.
@@ -103,9 +108,17 @@ func (p *Provider) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if p.Options.InfraNamespace != "" {
 		inInfra := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == p.Options.InfraNamespace })
-		if err := ctrl.NewControllerManagedBy(mgr).Named("localprovider-kubelet").
-			For(&appsv1.Deployment{}, builder.WithPredicates(inInfra)).
-			Complete(reconcile.Func(p.reconcileDeployment)); err != nil {
+		b := ctrl.NewControllerManagedBy(mgr).Named("localprovider-kubelet")
+		if p.Options.InfraPods {
+			b = b.For(&corev1.Pod{}, builder.WithPredicates(inInfra))
+		} else {
+			b = b.For(&appsv1.Deployment{}, builder.WithPredicates(inInfra))
+		}
+		play := p.reconcileDeployment
+		if p.Options.InfraPods {
+			play = p.reconcilePod
+		}
+		if err := b.Complete(reconcile.Func(play)); err != nil {
 			return err
 		}
 	}
