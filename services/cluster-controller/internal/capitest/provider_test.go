@@ -46,8 +46,9 @@ func startProvider(t *testing.T, ns string) string {
 	return state
 }
 
-// runProvider runs the stand-in with its state in state until the returned stop is called.
-func runProvider(t *testing.T, ns, state string) (stop func()) {
+// runProvider runs the stand-in with its state in state until the returned stop is called; opts
+// change its options.
+func runProvider(t *testing.T, ns, state string, opts ...func(*localprovider.Options)) (stop func()) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -57,6 +58,8 @@ func runProvider(t *testing.T, ns, state string) (stop func()) {
 		// Its namespace, and its clusters' infrastructure controllers in the platform's namespace.
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Namespaces: map[string]cache.Config{infraNamespace: {
+				LabelSelector: labels.SelectorFromSet(labels.Set{clusterapi.LabelClusterNamespace: ns})}}},
+			&corev1.Pod{}: {Namespaces: map[string]cache.Config{infraNamespace: {
 				LabelSelector: labels.SelectorFromSet(labels.Set{clusterapi.LabelClusterNamespace: ns})}}},
 		}},
 		// Controller names are unique per process: each test's stand-in is its own.
@@ -71,6 +74,9 @@ func runProvider(t *testing.T, ns, state string) (stop func()) {
 		StateDir:       state,
 		InfraNamespace: infraNamespace,
 	}}
+	for _, o := range opts {
+		o(&p.Options)
+	}
 	if err := p.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +184,71 @@ func etcdKeys(t *testing.T, prefix string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Where kube-controller-manager's Deployment controller runs (the demo with a real node), the
+// stand-in plays only the kubelet of the clusters' infrastructure pods bound to a Node no kubelet
+// runs: they report their containers running and ready. A pod on a Node a kubelet reports for is
+// that kubelet's, and left alone.
+func TestStandInPlaysTheKubeletOfInfraPodsOnNodesWithoutOne(t *testing.T) {
+	ctx := context.Background()
+	const ns = "infra-pods"
+	t.Cleanup(runProvider(t, ns, t.TempDir(), func(o *localprovider.Options) { o.InfraPods = true }))
+	if err := client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: infraNamespace}})); err != nil {
+		t.Fatal(err)
+	}
+	standIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stand-in-" + ns}}
+	withKubelet := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-" + ns}}
+	for _, n := range []*corev1.Node{standIn, withKubelet} {
+		if err := k8s.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withKubelet.Status.NodeInfo.KubeletVersion = "v1.37.2"
+	if err := k8s.Status().Update(ctx, withKubelet); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(node string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: infraNamespace, Name: "on-" + node, Labels: map[string]string{clusterapi.LabelClusterNamespace: ns}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{
+				{Name: "csi-driver", Image: "quay.io/kubevirt/kubevirt-csi-driver:v0.4.1"}, {Name: "csi-provisioner", Image: "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"}}},
+		}
+	}
+	kubelets, played := pod(withKubelet.Name), pod(standIn.Name)
+	for _, p := range []*corev1.Pod{kubelets, played} { // the kubelet's first: looked at before the played one is done
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(played), played); err != nil {
+			t.Fatal(err)
+		}
+		if played.Status.Phase == corev1.PodRunning && ready(played) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod on the Node no kubelet runs is not played running and ready: %+v", played.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(played.Status.ContainerStatuses); n != 2 || !played.Status.ContainerStatuses[1].Ready || played.Status.ContainerStatuses[1].State.Running == nil {
+		t.Errorf("want both containers running and ready, got %+v", played.Status.ContainerStatuses)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(kubelets), kubelets); err != nil {
+		t.Fatal(err)
+	}
+	if kubelets.Status.Phase == corev1.PodRunning || ready(kubelets) {
+		t.Errorf("the stand-in played the kubelet of a pod on a Node a kubelet reports for: %+v", kubelets.Status)
+	}
 }
