@@ -312,8 +312,12 @@ func (n *Node) waitReady(ctx context.Context) error {
 	})
 }
 
-// ensure creates obj, or leaves the one there (a restarted demo).
+// ensure creates obj, or leaves the one there (a restarted demo). It looks first: kube-apiserver
+// refuses a second Service with a fixed clusterIP for the address, before it sees the name taken.
 func ensure(ctx context.Context, c client.Client, obj client.Object) error {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)); err == nil {
+		return nil
+	}
 	if err := client.IgnoreAlreadyExists(c.Create(ctx, obj)); err != nil {
 		return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 	}
