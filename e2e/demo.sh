@@ -24,7 +24,7 @@
 # storage-controller's webhooks, +4: the LINSTOR test double, +5: the storage-controller's
 # kube-scheduler extender, +6: the Cluster API manager's webhooks, +7: the kubeadm bootstrap
 # provider's webhooks, +8: the usage-api, +9: VictoriaMetrics, +10: kube-scheduler's metrics, +11/+12:
-# kube-state-metrics' metrics and telemetry), so that a second demo (the e2e test's) can run beside yours. OVN's
+# kube-state-metrics' metrics and telemetry, +13: Flux's artifacts), so that a second demo (the e2e test's) can run beside yours. OVN's
 # databases listen on unix sockets in a temporary directory; the customers' API servers (the
 # local provider stand-in's) on free loopback ports kept in .local/local-provider/.
 set -euo pipefail
@@ -40,6 +40,10 @@ capi_processes=(cluster-api-manager kubeadm-bootstrap-manager local-provider)
 # kube-state-metrics, and the usage-api answering from it.
 usage_processes=(victoria-metrics kube-state-metrics usage-api)
 base=${FLOTILLA_PORT_BASE:-19443}
+# The storage-controller's Service's address in the node's Service range, for kube-scheduler (with a node).
+extender_service_ip=11
+# The label of the Nodes the demo makes by hand, which no kubelet runs.
+stand_in_node=node.flotilla.dev/stand-in
 webhook_port=$base apps_port=$((base + 1)) charts_port=$((base + 2)) linstor_port=$((base + 4)) extender_port=$((base + 5))
 usage_port=$((base + 8)) vm_port=$((base + 9)) scheduler_metrics_port=$((base + 10)) ksm_port=$((base + 11))
 # The demo scrapes every 10 s (a platform: every minute), so a report has figures within a minute.
@@ -120,7 +124,7 @@ stages=(
   "net: net-controller=./services/net-controller/cmd net-agent=./services/net-controller/cmd/agent"
   "cluster: cluster-api-manager kubeadm-bootstrap-manager cluster-controller=./services/cluster-controller/cmd local-provider=./services/cluster-controller/cmd/local-provider"
   "usage: victoria-metrics kube-state-metrics usage-api=./services/usage-api/cmd"
-  "node: kubelet kube-proxy containerd containerd-shim-runc-v2 cni-ptp cni-host-local cni-loopback registry coredns kube-router local-path-provisioner release=./libs/release/cmd/release"
+  "node: kubelet kube-proxy containerd containerd-shim-runc-v2 cni-ptp cni-host-local cni-loopback registry coredns kube-router local-path-provisioner kustomize-controller release=./libs/release/cmd/release"
 )
 
 # build_items ITEM...: the builder's binaries in one build.sh call, then this repository's programs
@@ -187,7 +191,7 @@ start_service() {
   [[ -f deploy/charts/$s/files/manifests.yaml ]] && webhook=(--webhook-port="${webhook_ports[$s]}" --webhook-cert-dir="$WEBHOOK_CERT_DIR")
   # shellcheck disable=SC2086 # service_flags holds several flags
   run_bg "$s" "$state/bin/$s" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 \
-    "${webhook[@]}" ${service_flags[$s]:-} --zap-devel
+    --leader-elect --leader-election-namespace=flotilla-system "${webhook[@]}" ${service_flags[$s]:-} --zap-devel
 }
 
 down() {
@@ -210,7 +214,7 @@ scrape_configs:
     static_configs: [{targets: ["127.0.0.1:$ksm_port"]}]
 YAML
   say "starting VictoriaMetrics (real, built from the module proxy) scraping kube-scheduler's /metrics/resources and kube-state-metrics every $usage_resolution"
-  run_bg victoria-metrics "$bin/victoria-metrics" -storageDataPath="$state/victoria-metrics" -httpListenAddr="127.0.0.1:$vm_port" \
+  run_bg victoria-metrics "$bin/victoria-metrics" -storageDataPath="$state/victoria-metrics" -httpListenAddr="$stand_ins:$vm_port" \
     -retentionPeriod=1y -search.latencyOffset=0s -promscrape.config="$scrape" -loggerLevel=WARN
   run_bg kube-state-metrics "$bin/kube-state-metrics" --kubeconfig="$KUBECONFIG" --host=127.0.0.1 --port="$ksm_port" \
     --telemetry-host=127.0.0.1 --telemetry-port=$((base + 12)) --resources=pods,persistentvolumeclaims,persistentvolumes \
@@ -220,7 +224,7 @@ YAML
   run_bg usage-api "$state/bin/usage-api" --bind-address=127.0.0.1 --secure-port="$usage_port" \
     --cert-dir="$state/usage-api" --kubeconfig="$KUBECONFIG" \
     --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
-    --metrics-url="http://127.0.0.1:$vm_port" --resolution=$usage_resolution --retention=8760h
+    --metrics-url="http://$stand_ins:$vm_port" --resolution=$usage_resolution --retention=8760h
 }
 
 # usage_report: what acme used since the demo started, asked from acme's viewer's seat, once the
@@ -263,11 +267,8 @@ real_node() {
   kubectl get node "$name" -o wide
   kubectl get pods -n kube-system -o wide
   echo
-  say "acme's Redis on the real node: its image built here from Debian's packages, its volume on the node's disk"
-  local out
-  out=$("$state/bin/release" catalog-images -registry "$NODE_REGISTRY/flotilla" -insecure -work "${FLOTILLA_CACHE:-$HOME/.cache/flotilla}/release-work" 2>&1) ||
-    { echo "$out"; echo "building the catalog's images failed"; exit 1; }
-  grep '^pushed' <<<"$out" | sed 's/^/  /'
+  platform_pods
+  say "acme's Redis on the real node: its image built here from Debian's packages (in the release), its volume on the node's disk"
   "${as_acme[@]}" apply -f - <<'YAML'
 apiVersion: apps.flotilla.dev/v1alpha1
 kind: Redis
@@ -297,6 +298,121 @@ YAML
   echo
 }
 
+# platform_pods: the platform moves onto the real node, installed as a provider installs it: `make
+# release` builds its images, charts and GitOps artifact into the node's registry, and Flux's
+# kustomize-controller applies the release's ./platform (deploy/flux/platform) with the demo's
+# settings as patches: the stand-ins' addresses on the machine's end of the node's link, one
+# replica each on the real node (not the Nodes the demo makes by hand), the registry's plain HTTP. The controllers' processes hand over to their pods: they
+# stop, what localcp pointed at them (webhook configurations, APIServices) goes, and what it
+# applied from the charts (tenant roles, policies) is adopted by the charts' releases. A demo
+# started again (localcp wires the processes anew; they wait for the pods' leases) comes back to
+# the pods by a forced upgrade of the releases.
+platform_pods() {
+  local t0=$SECONDS out version cache=${FLOTILLA_CACHE:-$HOME/.cache/flotilla} rendered
+  # The node's Service range is 10.201.<its network index>.0/24 (libs/testenv NodeNetwork).
+  local extender_service=10.201.$(cat "$state/node-index").$extender_service_ip
+  say "the platform from its own release, as pods on $name: \`make release\` into the node's registry ($NODE_REGISTRY/flotilla)"
+  mkdir -p "$state/release"
+  out=$("$state/bin/release" build -platforms "linux/$(go env GOARCH)" -registry "$NODE_REGISTRY/flotilla" -insecure \
+    -out "$state/release/bundle" -work "$cache/release-work" 2> "$state/logs/release.log") ||
+    { tail -20 "$state/logs/release.log"; echo "building the release failed"; exit 1; }
+  version=$(sed -n 's|^flux/flotilla:\([^ ]*\) .*|\1|p' <<<"$out")
+  echo "  release $version: $(wc -l <<<"$out") artifacts, built and pushed in $((SECONDS - t0))s"
+  local release_built=$SECONDS
+
+  say "handing over: the controllers' processes stop; Flux installs their releases from the registry"
+  for s in usage-api apps-apiserver "${services[@]}"; do stop "$state/$s.pid"; done
+  for s in "${services[@]}" usage-api; do
+    rendered=$state/release/$s.yaml
+    helm template "$s" "deploy/charts/$s" --namespace flotilla-system --skip-crds > "$rendered"
+    kubectl get -f "$rendered" --ignore-not-found -o jsonpath='{range .items[*]}{.kind} {.metadata.name} {.metadata.namespace}{"\n"}{end}' |
+      while read -r kind obj ns; do
+        case $kind in
+          ValidatingWebhookConfiguration | MutatingWebhookConfiguration | APIService) kubectl delete "$kind" "$obj" >/dev/null ;;
+          *)
+            kubectl annotate --overwrite "$kind" "$obj" ${ns:+-n "$ns"} meta.helm.sh/release-name="$s" meta.helm.sh/release-namespace=flotilla-system >/dev/null
+            kubectl label --overwrite "$kind" "$obj" ${ns:+-n "$ns"} app.kubernetes.io/managed-by=Helm >/dev/null ;;
+        esac
+      done
+  done
+  # localcp's ExternalName Services for the aggregated servers' processes.
+  kubectl delete -n flotilla-system services apps-flotilla-dev usage-flotilla-dev --ignore-not-found >/dev/null
+  # What `flux install` makes: the ServiceAccount the platform's releases install as.
+  kubectl create serviceaccount -n flux-system helm-controller --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create clusterrolebinding flux-helm-controller --clusterrole=cluster-admin --serviceaccount=flux-system:helm-controller \
+    --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  # A demo started again: the releases exist, and localcp wired the processes anew; a forced
+  # upgrade (Flux's forceAt) puts the releases' objects back.
+  local now again; now=$(date +%s) again=$(kubectl get -n flux-system helmreleases -o name)
+  kubectl annotate -n flux-system helmreleases --all --overwrite reconcile.fluxcd.io/requestedAt="$now" reconcile.fluxcd.io/forceAt="$now" >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: flotilla, namespace: flux-system}
+spec:
+  interval: 10m
+  url: oci://$NODE_REGISTRY/flotilla/flux/flotilla
+  ref: {tag: "$version"}
+  insecure: true
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: flotilla-platform, namespace: flux-system}
+spec:
+  interval: 10m
+  retryInterval: 30s
+  timeout: 5m
+  sourceRef: {kind: OCIRepository, name: flotilla}
+  path: ./platform
+  prune: true
+  wait: true
+  postBuild:
+    substitute: {FLOTILLA_REGISTRY: "$NODE_REGISTRY/flotilla", FLOTILLA_VERSION: "$version"}
+  patches:
+    - target: {kind: HelmRepository}
+      patch: '[{"op": "add", "path": "/spec/insecure", "value": true}]'
+    - target: {kind: OCIRepository}
+      patch: '[{"op": "add", "path": "/spec/insecure", "value": true}]'
+    - target: {kind: HelmRelease}
+      patch: |
+        - {op: replace, path: /spec/values/replicas, value: 1}
+        - {op: add, path: /spec/values/nodeSelector, value: {kubernetes.io/hostname: $name}}
+    - target: {kind: HelmRelease, name: app-catalog-controller}
+      patch: '[{"op": "replace", "path": "/spec/values/apiserver/replicas", "value": 1}]'
+    - target: {kind: HelmRelease, name: storage-controller}
+      patch: |
+        - {op: replace, path: /spec/values/linstor, value: {endpoint: "http://$stand_ins:$linstor_port", pollInterval: 5s}}
+        - {op: add, path: /spec/values/service, value: {clusterIP: "$extender_service"}}
+    - target: {kind: HelmRelease, name: net-controller}
+      patch: |
+        - {op: replace, path: /spec/values/ovn/northbound, value: "$OVN_NB_NODE"}
+        - {op: add, path: /spec/values/agent, value: {nodeSelector: {kubernetes.io/hostname: $name}}}
+    - target: {kind: HelmRelease, name: cluster-controller}
+      patch: '[{"op": "replace", "path": "/spec/values/clusters/addons/repository", "value": "http://127.0.0.1:$charts_port"}]'
+    - target: {kind: HelmRelease, name: usage-api}
+      patch: '[{"op": "add", "path": "/spec/values/usage", "value": {"metricsURL": "http://$stand_ins:$vm_port", "resolution": "$usage_resolution", "retention": "8760h"}}]'
+YAML
+  local hr=(kubectl wait -n flux-system helmreleases --all --timeout=300s)
+  # Releases Ready from before (a demo started again) are waited for once the forced upgrade is done.
+  if ! { kubectl wait -n flux-system kustomization/flotilla-platform --for=condition=Ready --timeout=600s &&
+    { [[ -z $again ]] || "${hr[@]}" --for=jsonpath='{.status.lastHandledForceAt}'="$now"; } &&
+    "${hr[@]}" --for=condition=Ready &&
+    # The aggregated APIs, their APIServices made anew, answer again once the aggregator has them.
+    kubectl wait apiservice v1alpha1.apps.flotilla.dev v1alpha1.usage.flotilla.dev --for=condition=Available --timeout=120s; } >/dev/null; then
+    kubectl get -n flux-system kustomizations,helmreleases,ocirepositories,helmrepositories || true
+    kubectl get pods -n flotilla-system -o wide || true
+    echo "the platform's releases did not become Ready"
+    exit 1
+  fi
+  for _ in $(seq 240); do kubectl get --raw /apis/apps.flotilla.dev/v1alpha1/redises >/dev/null 2>&1 && break; sleep 0.5; done
+  kubectl get -n flux-system helmreleases
+  kubectl get pods -n flotilla-system -o wide
+  echo "  their images, pulled by digest from the node's registry:"
+  kubectl get pods -n flotilla-system -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' | sort -u | sed 's/^/    /'
+  echo "  the platform runs as pods $((SECONDS - release_built))s after Flux was given the release (built in $((release_built - t0))s)"
+  echo
+}
+
 # node_agent: the net-controller's node agent for node-1 (one of the Nodes the demo makes by hand),
 # managing a network namespace of its own that has a second interface, as a multi-NIC server would;
 # it applies the example RoutingPolicy there and reports in node-1's NodeRouting. Needs root (a veth
@@ -322,6 +438,8 @@ node_agent() {
     --health-probe-bind-address=127.0.0.1:0 --zap-devel > "$state/logs/net-agent.log" 2>&1 &
   echo $! > "$state/net-agent.pid"
   kubectl wait routingpolicies --all --for=condition=Ready --timeout=60s >/dev/null
+  # A demo started again: the policy is Ready from before, the namespace new until the agent acts.
+  for _ in $(seq 300); do nsenter --net="$netns" ip rule | grep -q 'lookup 110' && break; sleep 0.1; done
   kubectl get routingpolicies,noderoutings
   echo "  ip rule; ip route show table 110 (in node-1's namespace):"
   nsenter --net="$netns" ip rule | sed 's/^/    /'
@@ -413,14 +531,14 @@ cluster_diagnostics() {
 join_controller-manager() { :; }
 join_flux() { :; }
 join_storage() {
-  say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on 127.0.0.1:$linstor_port"
-  run_bg linstor-double "$state/bin/linstor-double" --listen "127.0.0.1:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision
+  say "starting the LINSTOR test double and CSI provisioning stand-in (no LINSTOR, DRBD or CSI driver can run here) on $stand_ins:$linstor_port"
+  run_bg linstor-double "$state/bin/linstor-double" --listen "$stand_ins:$linstor_port" --nodes "$linstor_nodes" --pool ssd=100Gi --provision
   # The Nodes the satellites run on, labelled with their zones. No kubelet registers them here, so
   # the demo gives them capacity and lifts the not-ready taint kube-apiserver puts on new Nodes:
   # kube-scheduler then binds pods to them (which nothing runs).
   for n in ${linstor_nodes//,/ }; do
-    printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s, kubernetes.io/hostname: %s}}\n---\n' \
-      "${n%%=*}" "${n#*=}" "${n%%=*}"
+    printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s, kubernetes.io/hostname: %s, %s: "true"}}\n---\n' \
+      "${n%%=*}" "${n#*=}" "${n%%=*}" "$stand_in_node"
   done | kubectl apply -f - >/dev/null
   for n in ${linstor_nodes//,/ }; do
     kubectl patch node "${n%%=*}" --type=merge -p '{"spec":{"taints":null}}' >/dev/null
@@ -439,11 +557,18 @@ join_cluster() {
   run_bg cluster-api-manager "$bin/cluster-api-manager" --webhook-port=$((base + 6)) "${capi_flags[@]}"
   run_bg kubeadm-bootstrap-manager "$bin/kubeadm-bootstrap-manager" --webhook-port=$((base + 7)) "${capi_flags[@]}"
   say "starting the local provider STAND-IN for Kamaji and KubeVirt (a real kube-apiserver per customer control plane on the platform's etcd, a Node per worker VM; no pods or VMs run here)"
-  # The clusters' infrastructure controllers' namespace and role, as the cluster-controller's chart makes them.
-  kubectl create namespace "$infra_ns" --dry-run=client -o yaml | kubectl label --local -f - flotilla.dev/platform=true -o yaml | kubectl apply -f - >/dev/null
+  # The clusters' infrastructure controllers' namespace and role, as the cluster-controller's chart
+  # makes them. Their images cannot be had here: the namespace keeps their pods on the Nodes the
+  # demo makes by hand (kube-apiserver's PodNodeSelector), where the stand-in plays their kubelet.
+  kubectl create namespace "$infra_ns" --dry-run=client -o yaml | kubectl label --local -f - flotilla.dev/platform=true -o yaml |
+    kubectl annotate --local -f - scheduler.alpha.kubernetes.io/node-selector="$stand_in_node=true" -o yaml | kubectl apply -f - >/dev/null
   kubectl apply -f deploy/charts/cluster-controller/templates/infra-clusterrole.yaml >/dev/null
+  # With a real node, kube-controller-manager runs the Deployment controller: the stand-in plays
+  # the kubelet of their pods alone.
+  infra_pods=()
+  [[ -n ${NODE_HOST_IP:-} ]] && infra_pods=(--infra-pods)
   run_bg local-provider "$state/bin/local-provider" --etcd-servers="$ETCD_URL" --state-dir="$state/local-provider" \
-    --kube-apiserver="$bin/kube-apiserver" --infra-namespace="$infra_ns" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
+    --kube-apiserver="$bin/kube-apiserver" --infra-namespace="$infra_ns" "${infra_pods[@]}" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 --zap-devel
 
   start_service cluster-controller
 }
@@ -497,16 +622,18 @@ up() {
   # (TestTenantRolesInOneFile: no chart grants tenants anything elsewhere).
   tenant_roles=$(printf "%s," "$root"/deploy/charts/*/templates/tenant-roles.yaml)
   # A real node (kubelet, containerd, kube-proxy, CoreDNS) needs root: namespaces, cgroups, mounts.
-  node_flag=()
-  [[ $EUID -eq 0 ]] && node_flag=(--node)
+  node_flag=() extenders=http://127.0.0.1:$extender_port
+  # With a node, kube-scheduler also asks the storage-controller's pods, through their Service at a
+  # fixed address of the node's Service range (platform_pods); each extender is ignorable.
+  [[ $EUID -eq 0 ]] && node_flag=(--node) extenders+=",http://{service-ip:$extender_service_ip}:8099"
   if ! alive "$state/localcp.pid"; then
     say "starting the control plane (etcd, kube-apiserver; kube-controller-manager, Flux, the Helm repository and kube-scheduler once built)"
     rm -f "$state/kubeconfig"
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
-      --module-crds "$cnpg" --flux --charts "${charts%,}" --charts-port "$charts_port" \
+      --module-crds "$cnpg" --flux --flux-storage-port $((base + 13)) --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port,usage.flotilla.dev/v1alpha1=$usage_port" \
       --apply "$tenant_roles$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
-      --webhook-port "$webhook_port" --scheduler --scheduler-extenders "http://127.0.0.1:$extender_port" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
+      --webhook-port "$webhook_port" --scheduler --scheduler-extenders "$extenders" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
       --users acme-admin=tenant-acme-admin,acme-user=tenant-acme-use,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin "${node_flag[@]}" \
       > "$state/logs/localcp.log" 2>&1 &
     echo $! > "$state/localcp.pid"
@@ -518,6 +645,13 @@ up() {
   source "$state/webhook.env"
   : "${ETCD_URL:?the running control plane predates the cluster-controller in the demo: make demo-down first}"
   service_flags[net-controller]="--ovn-nb=$OVN_NB"
+  # The stand-ins listen where the platform's pods on the node reach them too: the machine's end of
+  # the node's link (without a node, loopback).
+  stand_ins=${NODE_HOST_IP:-127.0.0.1}
+  service_flags[storage-controller]=${service_flags[storage-controller]//127.0.0.1:$linstor_port/$stand_ins:$linstor_port}
+  # The controllers elect a leader in flotilla-system, as their pods do: once the platform runs as
+  # pods (platform_pods), a process started again waits for its turn instead of acting beside them.
+  kubectl create namespace flotilla-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
   for l in "${contract_labels[@]}"; do
     IFS='=' read -r crd label version <<<"$l"

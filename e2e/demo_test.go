@@ -10,14 +10,15 @@ import (
 )
 
 // `make demo` works as the README promises: the control plane starts, the controllers run as
-// their own processes, the example tenant tree becomes Ready and is printed, the starter catalog
+// their own processes (until the node takes them), the example tenant tree becomes Ready and is printed, the starter catalog
 // is served and the Postgres ordered in tenant acme is Ready, the storage policies are Ready on the
 // LINSTOR test double; acme's Kubernetes cluster is Ready and its nodes are listed with the
-// customer's kubeconfig; as root, a real node joins and acme's Redis runs on it and answers;
+// customer's kubeconfig; as root, a real node joins, the platform moves onto it from its own
+// release (demoPlatformPods), and acme's Redis runs on it and answers;
 // each of acme's tenant roles uses every service with plain kubectl as its role allows (tenantSeat);
 // `make demo-down` stops everything.
-// demoPorts is how many local ports demo.sh uses from FLOTILLA_PORT_BASE on (base to base+12).
-const demoPorts = 13
+// demoPorts is how many local ports demo.sh uses from FLOTILLA_PORT_BASE on (base to base+13).
+const demoPorts = 14
 
 func TestDemo(t *testing.T) {
 	if testing.Short() {
@@ -116,6 +117,11 @@ func TestDemo(t *testing.T) {
 		if !nodeReady || !dns {
 			t.Errorf("the real node is not shown Ready (%v) with CoreDNS running on it (%v):\n%s", nodeReady, dns, out)
 		}
+		// The platform moved onto it, from its release.
+		if !strings.Contains(out, "the platform runs as pods ") {
+			t.Errorf("the demo does not say the platform runs as pods:\n%s", out)
+		}
+		demoPlatformPods(t, state)
 		// acme's Redis runs there from an image built here, and answers its admin.
 		if !slices.Contains(strings.Split(out, "\n"), "    PONG") {
 			t.Errorf("acme's Redis on the real node does not answer PING:\n%s", out)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -71,12 +72,21 @@ func RegisterAPIService(ctx context.Context, c client.Client, ns, group, version
 			"service":               map[string]any{"name": name, "namespace": ns, "port": int64(port)},
 		},
 	}}
-	for _, u := range []*unstructured.Unstructured{svc, apiService} {
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("flotilla-testenv"), client.ForceOwnership); err != nil {
-			return err
-		}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(svc), client.FieldOwner("flotilla-testenv"), client.ForceOwnership); err != nil {
+		return err
 	}
-	return nil
+	// The whole spec is replaced: an APIService a release installed before (`make demo` started
+	// again after its platform moved onto the node) has a caBundle, which insecureSkipTLSVerify
+	// may not go with.
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(apiService.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(apiService), live); apierrors.IsNotFound(err) {
+		return c.Create(ctx, apiService)
+	} else if err != nil {
+		return err
+	}
+	live.Object["spec"] = apiService.Object["spec"]
+	return c.Update(ctx, live)
 }
 
 // WaitServing waits until the aggregated API server on 127.0.0.1:port answers its /readyz with 200

@@ -97,9 +97,12 @@ func (e *Env) StartFlux(ctx context.Context, dir string, sourceEnv ...string) er
 	if err := os.MkdirAll(storage, 0o700); err != nil {
 		return err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return err
+	port := e.FluxStoragePort
+	if port == 0 {
+		var err error
+		if port, err = FreePort(); err != nil {
+			return err
+		}
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	env := []string{"RUNTIME_NAMESPACE=" + FluxNamespace}

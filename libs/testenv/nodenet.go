@@ -34,11 +34,15 @@ func (n NodeNetwork) HostIP() net.IP       { return net.IPv4(10, 200, byte(n.Ind
 func (n NodeNetwork) NodeIP() net.IP       { return net.IPv4(10, 200, byte(n.Index), 2) }
 func (n NodeNetwork) ServiceCIDR() string  { return fmt.Sprintf("10.201.%d.0/24", n.Index) }
 func (n NodeNetwork) KubernetesIP() net.IP { return net.IPv4(10, 201, byte(n.Index), 1) }
-func (n NodeNetwork) DNSIP() net.IP        { return net.IPv4(10, 201, byte(n.Index), 10) }
+func (n NodeNetwork) DNSIP() net.IP        { return n.ServiceIP(10) }
 func (n NodeNetwork) PodCIDR() string      { return fmt.Sprintf("10.202.%d.0/24", n.Index) }
 func (n NodeNetwork) HostLink() string     { return fmt.Sprintf("flnode%d", n.Index) }
 func (n NodeNetwork) RegistryAddr() string { return net.JoinHostPort(n.HostIP().String(), "5000") }
 func (n NodeNetwork) CgroupParent() string { return fmt.Sprintf("/flotilla-node-%d", n.Index) }
+
+// ServiceIP is the i-th address of the Service range; up to 15, kube-apiserver gives it to no
+// Service that does not ask for it (the range's static band).
+func (n NodeNetwork) ServiceIP(i int) net.IP { return net.IPv4(10, 201, byte(n.Index), byte(i)) }
 func (n NodeNetwork) ControlPlaneURL(port string) string {
 	return "https://" + net.JoinHostPort(n.HostIP().String(), port)
 }
@@ -107,7 +111,9 @@ func configureNodeReach(env *envtest.Environment, n *NodeNetwork, dir string) er
 	args.Set("service-cluster-ip-range", n.ServiceCIDR())
 	args.Set("authorization-mode", "Node,RBAC")
 	args.Disable("disable-admission-plugins") // envtest leaves ServiceAccount out: pods here need their tokens
-	args.Set("enable-admission-plugins", "NodeRestriction")
+	// PodNodeSelector: a namespace may keep its pods on some Nodes (the demo keeps the cluster
+	// infrastructure's, whose images cannot be had here, on the Nodes it makes by hand).
+	args.Set("enable-admission-plugins", "NodeRestriction,PodNodeSelector")
 	args.Set("kubelet-client-certificate", filepath.Join(dir, "apiserver-kubelet-client.crt"))
 	args.Set("kubelet-client-key", filepath.Join(dir, "apiserver-kubelet-client.key"))
 	args.Set("kubelet-preferred-address-types", "InternalIP") // a node's name resolves nowhere here

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -107,6 +108,16 @@ func StartOVN(dir string) (*OVN, error) {
 
 // NB is the northbound database's address, as libovsdb and ovn-nbctl take it.
 func (o *OVN) NB() string { return "unix:" + filepath.Join(o.Dir, "nb.sock") }
+
+// ServeNB makes the northbound database also listen on TCP at ip:port (a node's pods reach the
+// machine at its end of their link) and returns that address, as libovsdb takes it.
+func (o *OVN) ServeNB(ip net.IP, port int) (string, error) {
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	if _, err := o.run("ovn-appctl", "-t", filepath.Join(o.Dir, "nb.ctl"), "ovsdb-server/add-remote", "ptcp:"+strconv.Itoa(port)+":"+ip.String()); err != nil {
+		return "", err
+	}
+	return "tcp:" + addr, nil
+}
 
 // SB is the southbound database's address.
 func (o *OVN) SB() string { return "unix:" + filepath.Join(o.Dir, "sb.sock") }

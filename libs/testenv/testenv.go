@@ -62,10 +62,6 @@ type Options struct {
 	Node bool
 	// NodeIndex asks for that NodeNetwork index (the demo's is fixed); 0 takes the lowest free.
 	NodeIndex int
-	// NodeWithout names kube-controller-manager controllers not to run with Node: the demo's
-	// local provider stand-in plays the deployment controller (and the kubelet) for the cluster
-	// infrastructure Deployments it makes, and the two would undo each other's status.
-	NodeWithout []string
 	// AuditLog, if set, is where kube-apiserver logs every write (AuditEvents reads it): who
 	// wrote what, to prove a component quiet.
 	AuditLog string
@@ -77,10 +73,13 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	// NodeNet is the network a real node joins, when Options.Node.
-	NodeNet     *NodeNetwork
-	nodeWithout []string
-	tmp         string
-	procs       []*Process
+	NodeNet *NodeNetwork
+	// FluxStoragePort is the loopback port StartFlux's source-controller serves its artifacts on;
+	// 0 takes a free one. Artifacts' URLs name it, so a control plane started again on the same
+	// state (the demo's) keeps it.
+	FluxStoragePort int
+	tmp             string
+	procs           []*Process
 }
 
 // Start starts etcd and kube-apiserver (and kube-controller-manager when asked), installs CRDs and
@@ -153,7 +152,7 @@ func Start(o Options) (*Env, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("starting control plane: %w", err), env.Stop())
 	}
-	e := &Env{Environment: env, Config: cfg, NodeNet: nodeNet, nodeWithout: o.NodeWithout, tmp: tmp}
+	e := &Env{Environment: env, Config: cfg, NodeNet: nodeNet, tmp: tmp}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: o.Scheme}); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
@@ -180,11 +179,7 @@ func (e *Env) StartControllerManager(dataDir string) error {
 		// lifecycle (a starting node's not-ready taint). A Node that no kubelet ever reported for
 		// (those tests and the demo make by hand) is never marked unreachable.
 		certs := e.ControlPlane.APIServer.CertDir
-		run := "*"
-		for _, c := range e.nodeWithout {
-			run += ",-" + c
-		}
-		controllers = []string{"--controllers=" + run, "--node-startup-grace-period=87600h", "--root-ca-file=" + NodeCAFile(certs),
+		controllers = []string{"--controllers=*", "--node-startup-grace-period=87600h", "--root-ca-file=" + NodeCAFile(certs),
 			"--service-account-private-key-file=" + filepath.Join(certs, "sa-signer.key")}
 	}
 	// kube-controller-manager ignores $KUBECONFIG: it is given the file StartProcess writes.

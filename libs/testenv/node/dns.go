@@ -33,8 +33,7 @@ const corefile = `.:1053 {
 
 // startDNS deploys CoreDNS (kube-system/coredns behind the kube-dns Service at the cluster DNS
 // address kubelet hands every pod) as a DaemonSet on this node, and waits for it to be available:
-// a DaemonSet, so that it needs no deployment controller (the demo runs none: see
-// testenv.Options.NodeWithout).
+// a DaemonSet, so that it runs on this node and no other (the Nodes tests make by hand run nothing).
 func (n *Node) startDNS(ctx context.Context) error {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	meta := func(name string) metav1.ObjectMeta {

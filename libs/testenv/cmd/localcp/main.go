@@ -3,12 +3,13 @@
 // CRDs, webhooks and manifests installed; optionally the real Flux source-controller and
 // helm-controller, a loopback Helm repository of charts, and APIServices for aggregated servers
 // on local ports; optionally a real OVN and the real kube-scheduler. It writes <dir>/kubeconfig and
-// <dir>/webhook.env (with ETCD_URL, the etcd it runs, for stand-ins that keep state there, and
-// OVN_NB), and stops everything cleanly
-// on SIGTERM or SIGINT. etcd's data stays in <dir>/etcd across runs. With --users it also writes
-// <dir>/users/<name>.kubeconfig for each example user: a client certificate the apiserver accepts,
-// with the group an OIDC provider would give (tenant-acme-admin, say), so that anyone can sit in a
-// tenant's seat.
+// <dir>/webhook.env (with ETCD_URL, the etcd it runs, for stand-ins that keep state there,
+// OVN_NB, and with a real node NODE_REGISTRY, NODE_HOST_IP and OVN_NB_NODE, where the node's pods
+// reach the machine and OVN), and stops everything cleanly on SIGTERM or SIGINT. With a real node
+// and Flux it also runs kustomize-controller, to install the platform as a provider does. etcd's
+// data stays in <dir>/etcd across runs. With --users it also writes <dir>/users/<name>.kubeconfig
+// for each example user: a client certificate the apiserver accepts, with the group an OIDC
+// provider would give (tenant-acme-admin, say), so that anyone can sit in a tenant's seat.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,20 +49,21 @@ func main() {
 	webhookPort := flag.Int("webhook-port", 19443, "Port on 127.0.0.1 the webhooks are served on.")
 	moduleCRDs := flag.String("module-crds", "", "Comma-separated module@version whose config/crd/bases to install (Flux's, CloudNativePG's, …).")
 	flux := flag.Bool("flux", false, "Install Flux's CRDs and run the source-controller and helm-controller the builder built.")
+	fluxStoragePort := flag.Int("flux-storage-port", 0, "Port on 127.0.0.1 where source-controller serves its artifacts, with --flux; 0 takes a free one (artifacts stored before then name a port gone).")
 	charts := flag.String("charts", "", "Comma-separated chart directories to serve as a Helm repository.")
 	chartsPort := flag.Int("charts-port", 18080, "Port on 127.0.0.1 of the Helm repository.")
 	apiServices := flag.String("apiservices", "", "Comma-separated group/version=port: APIServices pointing at aggregated servers on 127.0.0.1.")
 	users := flag.String("users", "", "Comma-separated name=group: users to write a kubeconfig for (<dir>/users/<name>.kubeconfig).")
 	ovn := flag.Bool("ovn", false, "Run OVN (NB and SB ovsdb-server, ovn-northd; fetched into the cache by libs/builder/ovn.sh); its NB address goes into <dir>/webhook.env as OVN_NB.")
 	scheduler := flag.Bool("scheduler", false, "Run kube-scheduler (every node scored), Nodes being made by hand.")
-	extenders := flag.String("scheduler-extenders", "", "Comma-separated URLs of kube-scheduler extenders (filter, prioritize; ignorable), with --scheduler.")
+	extenders := flag.String("scheduler-extenders", "", "Comma-separated URLs of kube-scheduler extenders (filter, prioritize; ignorable), with --scheduler. With --node, {service-ip:N} in a URL is the Nth address of the node's Service range (a Service given that clusterIP).")
 	schedulerMetrics := flag.Int("scheduler-metrics-port", 0, "Port on 127.0.0.1 where kube-scheduler serves /metrics/resources to anyone (HTTPS), with --scheduler; 0: none.")
 	realNode := flag.Bool("node", false, "Run a real node (containerd, kubelet, kube-proxy, CoreDNS, volumes on its disk; libs/testenv/node) once its binaries are built, with its state in <dir>/node. Needs root. The node's network index is kept in <dir>/node-index, its registry's address goes into <dir>/webhook.env as NODE_REGISTRY.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	o := options{dir: *dir, crds: split(*crds), webhooks: split(*webhooks), apply: split(*apply), webhookPort: *webhookPort,
 		moduleCRDs: split(*moduleCRDs), flux: *flux, charts: split(*charts), chartsPort: *chartsPort, apiServices: split(*apiServices),
-		users: split(*users), scheduler: *scheduler, extenders: split(*extenders), schedulerMetrics: *schedulerMetrics, ovn: *ovn, node: *realNode}
+		users: split(*users), fluxStoragePort: *fluxStoragePort, scheduler: *scheduler, extenders: split(*extenders), schedulerMetrics: *schedulerMetrics, ovn: *ovn, node: *realNode}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
@@ -81,6 +84,7 @@ type options struct {
 	extenders                         []string
 	scheduler, ovn, node              bool
 	webhookPort, chartsPort           int
+	fluxStoragePort                   int
 	schedulerMetrics                  int
 	flux                              bool
 }
@@ -95,7 +99,7 @@ func run(o options) error {
 		return err
 	}
 	if o.flux {
-		o.moduleCRDs = append(o.moduleCRDs, testenv.FluxModules...)
+		o.moduleCRDs = append(o.moduleCRDs, append(testenv.FluxModules, testenv.KustomizeModule)...)
 	}
 	modules, err := testenv.ModuleCRDDirs(o.moduleCRDs...)
 	if err != nil {
@@ -107,10 +111,7 @@ func run(o options) error {
 		return err
 	}
 	env, err := testenv.Start(testenv.Options{CRDDirs: append(o.crds, modules...), Webhooks: hooks, MutatingWebhooks: mutating, WebhookPort: o.webhookPort,
-		Aggregation: true, DataDir: dir, Node: o.node, NodeIndex: index,
-		// The local provider stand-in reports the cluster infrastructure's Deployments rolled out
-		// (their images cannot be built here): the deployment controller would report them not.
-		NodeWithout: []string{"deployment-controller"}})
+		Aggregation: true, DataDir: dir, Node: o.node, NodeIndex: index})
 	if err != nil {
 		return err
 	}
@@ -158,9 +159,16 @@ func run(o options) error {
 		}
 		defer func() { _ = nb.Stop() }()
 		webhookEnv += fmt.Sprintf("OVN_NB=%s\nOVN_ROOT=%s\n", nb.NB(), nb.Root)
+		if o.node { // the net-controller's pods reach it at the machine's end of the node's link
+			tcp, err := nb.ServeNB(env.NodeNet.HostIP(), 6641)
+			if err != nil {
+				return err
+			}
+			webhookEnv += fmt.Sprintf("OVN_NB_NODE=%s\n", tcp)
+		}
 	}
 	if o.node {
-		webhookEnv += fmt.Sprintf("NODE_REGISTRY=%s\n", env.NodeNet.RegistryAddr())
+		webhookEnv += fmt.Sprintf("NODE_REGISTRY=%s\nNODE_HOST_IP=%s\n", env.NodeNet.RegistryAddr(), env.NodeNet.HostIP())
 	}
 	if err := os.WriteFile(filepath.Join(dir, "webhook.env"), []byte(webhookEnv), 0o600); err != nil {
 		return err
@@ -223,6 +231,7 @@ func startLater(ctx context.Context, env *testenv.Env, dir string, o options, re
 		if err := built(ctx, "source-controller", "helm-controller"); err != nil {
 			return err
 		}
+		env.FluxStoragePort = o.fluxStoragePort
 		if err := env.StartFlux(ctx, filepath.Join(dir, "flux")); err != nil {
 			return err
 		}
@@ -252,6 +261,12 @@ func startLater(ctx context.Context, env *testenv.Env, dir string, o options, re
 		}
 		var ext []schedconfigv1.Extender
 		for _, u := range o.extenders {
+			if env.NodeNet != nil {
+				u = serviceIP.ReplaceAllStringFunc(u, func(m string) string {
+					n, _ := strconv.Atoi(serviceIP.FindStringSubmatch(m)[1])
+					return env.NodeNet.ServiceIP(n).String()
+				})
+			}
 			ext = append(ext, schedconfigv1.Extender{URLPrefix: u, FilterVerb: "filter", PrioritizeVerb: "prioritize", Weight: 5,
 				NodeCacheCapable: true, Ignorable: true, HTTPTimeout: metav1.Duration{Duration: 2 * time.Second}})
 		}
@@ -273,11 +288,23 @@ func startLater(ctx context.Context, env *testenv.Env, dir string, o options, re
 		if err := n.StartLocalVolumes(ctx); err != nil {
 			return err
 		}
+		// With a node, the platform can be installed the way a provider does, by Flux Kustomizations.
+		if o.flux {
+			if err := built(ctx, "kustomize-controller"); err != nil {
+				return err
+			}
+			if err := env.StartKustomizeController(filepath.Join(dir, "flux")); err != nil {
+				return err
+			}
+		}
 		fmt.Printf("node %s Ready with CoreDNS and volumes on its disk (StorageClass %s) in %.1fs, its images from the registry at %s\n",
 			n.Name, node.LocalVolumes, time.Since(start).Seconds(), n.Registry)
 	}
 	return nil
 }
+
+// serviceIP is the {service-ip:N} of --scheduler-extenders.
+var serviceIP = regexp.MustCompile(`\{service-ip:(\d+)\}`)
 
 // nodeIndex is the node network index the state in dir was made with, 0 (the lowest free) for new
 // state, or none without a node.
