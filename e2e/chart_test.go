@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,6 +25,24 @@ import (
 
 // Every chart lints, renders with its defaults and with its optional features, and what it renders
 // is accepted by a real API server (server-side dry run).
+// chartRenders holds each service's chart rendered with its defaults into flotilla-system (renderChart).
+var chartRenders sync.Map
+
+// renderChart is a copy of what `helm template` renders of the service's chart with its defaults,
+// in flotilla-system; each chart is rendered once per test binary.
+func renderChart(t testing.TB, svc string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, ok := chartRenders.Load(svc)
+	if !ok {
+		objs, _ = chartRenders.LoadOrStore(svc, decodeAll(t, run(t, "helm", "template", svc, filepath.Join(repo, "deploy", "charts", svc), "--namespace", "flotilla-system")))
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs.([]*unstructured.Unstructured) {
+		out = append(out, o.DeepCopy())
+	}
+	return out
+}
+
 func TestCharts(t *testing.T) {
 	env, err := testenv.Start(testenv.Options{})
 	if err != nil {
@@ -41,7 +60,7 @@ func TestCharts(t *testing.T) {
 				t.Errorf("an unknown value was accepted (values.schema.json): %v\n%s", err, out)
 			}
 			run(t, "helm", append([]string{"template", svc, chart}, optionalFeatures(t, chart)...)...)
-			objs := decodeAll(t, run(t, "helm", "template", svc, chart, "--namespace", "flotilla-system"))
+			objs := renderChart(t, svc)
 
 			kinds := map[string]*unstructured.Unstructured{}
 			for _, o := range objs {
@@ -361,7 +380,7 @@ func TestTenantRolesInOneFile(t *testing.T) {
 				file[o.GetKind()+"/"+o.GetName()] = o
 			}
 		}
-		rendered := decodeAll(t, run(t, "helm", "template", svc, chart, "--namespace", "flotilla-system"))
+		rendered := renderChart(t, svc)
 		// What every signed-in user is granted (a tenant's users among them), and its roles.
 		everyone := map[string]bool{}
 		for _, o := range rendered {
@@ -419,7 +438,7 @@ func TestClusterWideRightsTable(t *testing.T) {
 	}
 	var rows []string
 	for _, svc := range services(t) {
-		docs := decodeAll(t, run(t, "helm", "template", svc, filepath.Join(repo, "deploy", "charts", svc), "--namespace", "flotilla-system"))
+		docs := renderChart(t, svc)
 		roles := map[string]*rbacv1.ClusterRole{}
 		for _, o := range docs {
 			if o.GetKind() == "ClusterRole" {

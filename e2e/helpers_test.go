@@ -21,7 +21,7 @@ import (
 const repo = ".."
 
 // services are the directories under services/, each a deployable controller.
-func services(t *testing.T) []string {
+func services(t testing.TB) []string {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(repo, "services"))
 	if err != nil {
@@ -37,7 +37,7 @@ func services(t *testing.T) []string {
 }
 
 // tool finds a binary built by libs/builder.
-func tool(t *testing.T, name string) string {
+func tool(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := testenv.BinDir()
 	if err != nil {
@@ -50,7 +50,7 @@ func tool(t *testing.T, name string) string {
 	return p
 }
 
-func run(t *testing.T, name string, args ...string) []byte {
+func run(t testing.TB, name string, args ...string) []byte {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd := exec.Command(tool(t, name), args...)
@@ -63,7 +63,7 @@ func run(t *testing.T, name string, args ...string) []byte {
 }
 
 // decodeAll splits multi-document YAML into objects.
-func decodeAll(t *testing.T, data []byte) []*unstructured.Unstructured {
+func decodeAll(t testing.TB, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
