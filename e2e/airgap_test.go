@@ -63,91 +63,22 @@ func TestAirGappedInstall(t *testing.T) {
 	defer cancel()
 
 	first := buildRelease(ctx, t, "1.0.0")
-
-	crds, err := testenv.ModuleCRDDirs(append(testenv.FluxModules, testenv.KustomizeModule)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheme := kruntime.NewScheme()
-	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
 	dir := os.Getenv("AIRGAP_LOGS") // keeps the Flux controllers' and the node's logs there, to debug a failure
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	audit := filepath.Join(dir, "audit.log")
-	env, err := testenv.Start(testenv.Options{CRDDirs: append(crds, platformPrerequisites(t)...), Scheme: scheme, Aggregation: true,
-		Node: true, ControllerManager: true, AuditLog: audit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	k8s := env.Client
-	if _, err := env.StartScheduler(dir, testenv.SchedulerOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(ctx, env, node.Options{Dir: filepath.Join(dir, "node")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Stop()
+	c := startAirGapped(ctx, t, dir, audit)
+	defer c.stop()
 	defer func() {
 		if t.Failed() {
 			dumpLogs(t, filepath.Join(dir, "node", "logs"))
 		}
 	}()
-
-	// The mirror serves TLS on the node's link with a certificate of the node CA, which containerd
-	// and source-controller are given.
-	certs := env.ControlPlane.APIServer.CertDir
-	serving, err := testenv.NodeServingCert(certs, env.NodeNet.HostIP())
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	if reg.Listener, err = net.Listen("tcp", net.JoinHostPort(env.NodeNet.HostIP().String(), "0")); err != nil {
-		t.Fatal(err)
-	}
-	reg.TLS = &tls.Config{Certificates: []tls.Certificate{serving}}
-	reg.StartTLS()
-	defer reg.Close()
-	host := reg.Listener.Addr().String()
-	mirror := host + "/mirror/flotilla"
-	if err := n.TrustRegistry(host); err != nil {
-		t.Fatal(err)
-	}
-	ca := testenv.NodeCAFile(certs)
-	pool := x509.NewCertPool()
-	if raw, err := os.ReadFile(ca); err != nil || !pool.AppendCertsFromPEM(raw) {
-		t.Fatalf("the node CA %s: %v", ca, err)
-	}
-	push := remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	env, n, k8s, mirror, push := c.env, c.node, c.env.Client, c.mirror, c.push
 	loadBundle(ctx, t, first, mirror, push)
-
-	if err := env.StartFlux(ctx, dir, "SSL_CERT_FILE="+ca); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.StartKustomizeController(dir); err != nil {
-		t.Fatal(err)
-	}
-	fluxInstallation(ctx, t, k8s)
-
-	// What the platform team commits: the bootstrap file with the mirror's prefix and the release.
-	raw, err := os.ReadFile(filepath.Join(repo, "deploy", "flux", "clusters", "production", "flotilla.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bootstrap := strings.ReplaceAll(string(raw), "ghcr.io/flotilla-dev", mirror)
-	bootstrap = strings.Replace(bootstrap, "tag: 0.1.0", "tag: 1.0.0", 1)
 	committed := time.Now()
-	for _, o := range decodeAll(t, []byte(bootstrap)) {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatalf("bootstrap %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
+	c.commitBootstrap(ctx, t, "1.0.0")
 
 	installed(ctx, t, k8s, first, mirror, "1.0.0")
 	running(ctx, t, k8s, n.Name)
@@ -211,9 +142,113 @@ func TestAirGappedInstall(t *testing.T) {
 	}
 }
 
+// airGapped is a fresh control plane with a real node and a registry mirror on the node's link,
+// with Flux's source-, kustomize- and helm-controller running: a platform without internet access
+// before it installs Flotilla.
+type airGapped struct {
+	env    *testenv.Env
+	node   *node.Node
+	reg    *httptest.Server
+	mirror string // <registry>/mirror/flotilla, the registry prefix a platform team sets
+	push   remote.Option
+}
+
+// startAirGapped starts it, its logs under dir (kube-apiserver's audit log at audit, if set).
+func startAirGapped(ctx context.Context, t testing.TB, dir, audit string) *airGapped {
+	t.Helper()
+	crds, err := testenv.ModuleCRDDirs(append(testenv.FluxModules, testenv.KustomizeModule)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &airGapped{}
+	c.env, err = testenv.Start(testenv.Options{CRDDirs: append(crds, platformPrerequisites(t)...), Scheme: scheme, Aggregation: true,
+		Node: true, ControllerManager: true, AuditLog: audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.stop()
+		}
+	}()
+	if _, err := c.env.StartScheduler(dir, testenv.SchedulerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if c.node, err = node.Start(ctx, c.env, node.Options{Dir: filepath.Join(dir, "node")}); err != nil {
+		t.Fatal(err)
+	}
+	// The mirror serves TLS on the node's link with a certificate of the node CA, which containerd
+	// and source-controller are given.
+	certs := c.env.ControlPlane.APIServer.CertDir
+	serving, err := testenv.NodeServingCert(certs, c.env.NodeNet.HostIP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.reg = httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	if c.reg.Listener, err = net.Listen("tcp", net.JoinHostPort(c.env.NodeNet.HostIP().String(), "0")); err != nil {
+		t.Fatal(err)
+	}
+	c.reg.TLS = &tls.Config{Certificates: []tls.Certificate{serving}}
+	c.reg.StartTLS()
+	host := c.reg.Listener.Addr().String()
+	c.mirror = host + "/mirror/flotilla"
+	if err := c.node.TrustRegistry(host); err != nil {
+		t.Fatal(err)
+	}
+	ca := testenv.NodeCAFile(certs)
+	pool := x509.NewCertPool()
+	if raw, err := os.ReadFile(ca); err != nil || !pool.AppendCertsFromPEM(raw) {
+		t.Fatalf("the node CA %s: %v", ca, err)
+	}
+	c.push = remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	if err := c.env.StartFlux(ctx, dir, "SSL_CERT_FILE="+ca); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.env.StartKustomizeController(dir); err != nil {
+		t.Fatal(err)
+	}
+	fluxInstallation(ctx, t, c.env.Client)
+	ok = true
+	return c
+}
+
+func (c *airGapped) stop() {
+	if c.reg != nil {
+		c.reg.Close()
+	}
+	if c.node != nil {
+		c.node.Stop()
+	}
+	_ = c.env.Stop()
+}
+
+// commitBootstrap creates what the platform team commits: the bootstrap file with the mirror's
+// prefix and the release's version.
+func (c *airGapped) commitBootstrap(ctx context.Context, t testing.TB, version string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repo, "deploy", "flux", "clusters", "production", "flotilla.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := strings.ReplaceAll(string(raw), "ghcr.io/flotilla-dev", c.mirror)
+	bootstrap = strings.Replace(bootstrap, "tag: 0.1.0", "tag: "+version, 1)
+	for _, o := range decodeAll(t, []byte(bootstrap)) {
+		if err := c.env.Client.Create(ctx, o); err != nil {
+			t.Fatalf("bootstrap %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
 // buildRelease builds a release of this checkout for this machine's platform, and writes and
 // reads back its offline bundle (the same path an operator's copy takes).
-func buildRelease(ctx context.Context, t *testing.T, version string) *release.Bundle {
+func buildRelease(ctx context.Context, t testing.TB, version string) *release.Bundle {
 	t.Helper()
 	work := t.TempDir() // the binaries: linked anew, their packages from the Go build cache
 	meta := release.Meta{Version: version, Revision: "test", Source: "https://example.org/flotilla", Created: time.Unix(1_700_000_000, 0).UTC()}
@@ -232,7 +267,7 @@ func buildRelease(ctx context.Context, t *testing.T, version string) *release.Bu
 	return b
 }
 
-func loadBundle(ctx context.Context, t *testing.T, b *release.Bundle, mirror string, opts ...remote.Option) {
+func loadBundle(ctx context.Context, t testing.TB, b *release.Bundle, mirror string, opts ...remote.Option) {
 	t.Helper()
 	if err := b.Push(ctx, mirror, false, io.Discard, opts...); err != nil {
 		t.Fatal(err)
@@ -241,7 +276,7 @@ func loadBundle(ctx context.Context, t *testing.T, b *release.Bundle, mirror str
 
 // fluxInstallation is what `flux install` makes and a platform has before it commits anything:
 // helm-controller's ServiceAccount (the platform's releases install as it) and its rights.
-func fluxInstallation(ctx context.Context, t *testing.T, k8s client.Client) {
+func fluxInstallation(ctx context.Context, t testing.TB, k8s client.Client) {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.FluxNamespace, Name: "helm-controller"}}
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "flux-helm-controller"},
@@ -257,7 +292,7 @@ func fluxInstallation(ctx context.Context, t *testing.T, k8s client.Client) {
 // installed waits until every service's HelmRelease is Ready at version, then checks what Flux
 // installed: every workload's image from the mirror by the bundle's digest, the CRDs and webhooks
 // of every chart, every Flux source reading from the mirror.
-func installed(ctx context.Context, t *testing.T, k8s client.Client, b *release.Bundle, mirror, version string) {
+func installed(ctx context.Context, t testing.TB, k8s client.Client, b *release.Bundle, mirror, version string) {
 	t.Helper()
 	svcs := services(t)
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -363,7 +398,7 @@ func installed(ctx context.Context, t *testing.T, k8s client.Client, b *release.
 	}
 }
 
-func crdUIDs(ctx context.Context, t *testing.T, k8s client.Client) map[string]types.UID {
+func crdUIDs(ctx context.Context, t testing.TB, k8s client.Client) map[string]types.UID {
 	t.Helper()
 	list := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := k8s.List(ctx, list); err != nil {
@@ -381,7 +416,7 @@ func crdUIDs(ctx context.Context, t *testing.T, k8s client.Client) map[string]ty
 // platformPrerequisites are the CRDs of what Flotilla's controllers work with and a provider's
 // cluster has before Flotilla comes (as `make demo` installs them): Cluster API's core and kubeadm
 // bootstrap, its KubeVirt provider, Kamaji's control planes and Kube-OVN's subnets.
-func platformPrerequisites(t *testing.T) []string {
+func platformPrerequisites(t testing.TB) []string {
 	t.Helper()
 	var dirs []string
 	for _, m := range []struct{ module, crds string }{
@@ -402,7 +437,7 @@ func platformPrerequisites(t *testing.T) []string {
 // running waits until every pod in flotilla-system runs on the node and is Ready (a rollout's old
 // pods gone), then checks that none restarted, and that the tenant-controller's webhook answers
 // through its Service: it denies a Tenant outside any tenant's namespace.
-func running(ctx context.Context, t *testing.T, k8s client.Client, nodeName string) {
+func running(ctx context.Context, t testing.TB, k8s client.Client, nodeName string) {
 	t.Helper()
 	pods := &corev1.PodList{}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -113,3 +113,69 @@ node.Start's steps:
 		}
 	}
 }
+
+// BenchmarkPlatformOnNode measures how long the platform takes to install from its release onto a
+// real node, the air-gapped way (TestAirGappedInstall's setup): the release built for this
+// machine's platform once, then, each round on a fresh control plane and node, the bundle pushed to
+// the mirror and the bootstrap objects committed, until every HelmRelease is Ready and every
+// Flotilla pod runs Ready. The baseline is the same round's node: from node.Start to Ready. With
+// BENCH_OUT it writes the "platform-on-node" section of docs/benchmarks.md. Needs root.
+func BenchmarkPlatformOnNode(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("a real node needs root")
+	}
+	const rounds = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	bundle := buildRelease(ctx, b, "1.0.0")
+	built := time.Since(t0)
+	var nodeReady, pushed, released, podsReady []time.Duration
+	for range rounds {
+		c := startAirGapped(ctx, b, b.TempDir(), "")
+		var sum time.Duration
+		for _, s := range c.node.Steps {
+			if sum += s.Took; s.Name == "Ready" {
+				nodeReady = append(nodeReady, sum)
+			}
+		}
+		t1 := time.Now()
+		loadBundle(ctx, b, bundle, c.mirror, c.push)
+		pushed = append(pushed, time.Since(t1))
+		t2 := time.Now()
+		c.commitBootstrap(ctx, b, "1.0.0")
+		installed(ctx, b, c.env.Client, bundle, c.mirror, "1.0.0")
+		released = append(released, time.Since(t2))
+		running(ctx, b, c.env.Client, c.node.Name)
+		podsReady = append(podsReady, time.Since(t2))
+		c.stop()
+	}
+	s := func(ds ...time.Duration) string { return fmt.Sprintf("%.1f s", testenv.Median(ds).Seconds()) }
+	ratio := func(ds []time.Duration) string {
+		return fmt.Sprintf("%.1f×", testenv.Median(ds).Seconds()/testenv.Median(nodeReady).Seconds())
+	}
+	body := fmt.Sprintf(`## The platform installed from its release onto a real node (median of %d rounds)
+
+What `+"`make demo`"+` does once its node is Ready, and a provider without internet access does on day one:
+the release (every service's image, chart and the GitOps tree) pushed to a registry mirror on the
+node's link, the bootstrap objects of deploy/flux/clusters/production committed, and the real
+source-, kustomize- and helm-controller installing it while containerd pulls every image by digest.
+The baseline is the same round's node, from node.Start to Ready.
+
+| what | median | against the node's start |
+|---|---|---|
+| the node Ready (baseline) | %s | 1.0× |
+| the bundle pushed to the mirror | %s | %s |
+| bootstrap committed → every HelmRelease Ready | %s | %s |
+| bootstrap committed → every Flotilla pod Running and Ready | %s | %s |
+
+The release itself was built once beforehand in %s (Go build cache warm: every binary linked
+anew, its images layered without a container engine).
+`, rounds, s(nodeReady...), s(pushed...), ratio(pushed), s(released...), ratio(released), s(podsReady...), ratio(podsReady), s(built))
+	b.Log("\n" + body)
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		if err := testenv.WriteBenchSection(out, "platform-on-node", body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
