@@ -283,6 +283,7 @@ YAML
   echo "  \$ kubectl exec -n tenant-acme $release-0 -- redis-cli ping   # as acme's admin"
   "${as_acme[@]}" exec -n tenant-acme "$release-0" -- redis-cli ping 2>&1 | sed 's/^/    /'
   echo
+  isolation "$release"
   say "an app whose pods cannot be created is not Ready, and says why: acme orders a Redis asking for more CPU than its namespace's LimitRange allows a container"
   "${as_acme[@]}" apply -f - <<'YAML'
 apiVersion: apps.flotilla.dev/v1alpha1
@@ -295,6 +296,61 @@ YAML
   echo "  \$ kubectl get -n tenant-acme redis/toobig -o jsonpath='{.status.message}'   # as acme's admin"
   "${as_acme[@]}" get -n tenant-acme redis/toobig -o jsonpath='{.status.message}{"\n"}' | sed 's/^/    /'
   "${as_acme[@]}" delete -n tenant-acme redis/toobig --wait=false >/dev/null
+  echo
+}
+
+# isolation RELEASE: tenant isolation proven on packets. The tenant-controller's NetworkPolicies
+# (enforced on the node by kube-router) let into a tenant's namespace its own pods, its ancestors'
+# and the platform's, never a sibling subtree's or a child's. A pod of each tenant at every depth
+# tries acme's Redis (RELEASE, through its Service's name) and a server in acme's child dev (by
+# its address) for 20 s; whether one answered is printed.
+isolation() {
+  local release=$1 image dev_ip t from
+  image=$(kubectl get -n tenant-acme "pod/$release-0" -o jsonpath='{.spec.containers[0].image}')
+  say "tenant isolation on packets: who reaches acme's Redis and a server in acme's child dev (pods on $name)"
+  # The node is in a zone, as beta's SchedulingClass (two-zones) wants of its pods' nodes.
+  kubectl label --overwrite node "$name" topology.kubernetes.io/zone=zone-a >/dev/null
+  probe_pod() { # NAME NAMESPACE COMMAND: a restricted pod on the node, from the Redis image
+    cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $2, labels: {app.kubernetes.io/instance: isolation}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $name}
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true, runAsUser: 999, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: probe
+      image: $image
+      command: [/bin/sh, -c, '$3']
+      resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+---
+YAML
+  }
+  probe_pod isolation-server tenant-acme-dev 'exec redis-server --port 6379 --protected-mode no --save ""' | kubectl apply -f - >/dev/null
+  kubectl wait -n tenant-acme-dev pod/isolation-server --for=condition=Ready --timeout=120s >/dev/null
+  dev_ip=$(kubectl get -n tenant-acme-dev pod/isolation-server -o jsonpath='{.status.podIP}')
+  # kube-router lets a new pod's packets in once it has seen the pod: each target is tried every
+  # second for 20 s, in parallel; its first answer, or the last refusal, is what the pod says.
+  local try='try() { i=0; while [ $i -lt 20 ]; do r=$(busybox timeout 3 redis-cli -h $1 ping 2>&1); case $r in *NOAUTH*|*PONG*) break;; esac; i=$((i+1)); busybox sleep 1; done; echo "$1: $r"; }; '
+  try+="try $release.tenant-acme.svc & try $dev_ip & wait"
+  local tenants=(tenant-root tenant-acme tenant-acme-dev tenant-beta)
+  for from in "${tenants[@]}"; do probe_pod isolation-client "$from" "$try"; done | kubectl apply -f - >/dev/null
+  printf '  %-18s %-22s %s\n' FROM "ACME'S REDIS" "DEV'S SERVER"
+  for from in "${tenants[@]}"; do
+    kubectl wait -n "$from" pod/isolation-client --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s >/dev/null
+    local out answers=()
+    out=$(kubectl logs -n "$from" isolation-client)
+    for t in "$release.tenant-acme.svc" "$dev_ip"; do
+      t=$(grep -m1 "^$t: " <<<"$out" | sed "s/^$t: //")
+      case $t in *NOAUTH* | *PONG*) answers+=("reached") ;; *) answers+=("refused") ;; esac
+    done
+    printf '  %-18s %-22s %s\n' "$from" "${answers[0]}" "${answers[1]}"
+  done
+  for from in "${tenants[@]}"; do kubectl delete -n "$from" pod/isolation-client --wait=false >/dev/null; done
+  kubectl delete -n tenant-acme-dev pod/isolation-server --wait=false >/dev/null
+  echo "  (reached: Redis answered, NOAUTH or PONG; refused: no answer for 20 s)"
   echo
 }
 

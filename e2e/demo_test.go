@@ -126,6 +126,18 @@ func TestDemo(t *testing.T) {
 		if !slices.Contains(strings.Split(out, "\n"), "    PONG") {
 			t.Errorf("acme's Redis on the real node does not answer PING:\n%s", out)
 		}
+		// Isolation on packets: a tenant's namespace lets in its own pods, its ancestors' and the
+		// platform's, never a sibling subtree's or a child's (FROM, ACME'S REDIS, DEV'S SERVER).
+		for _, want := range [][]string{
+			{"tenant-root", "reached", "reached"},
+			{"tenant-acme", "reached", "reached"},
+			{"tenant-acme-dev", "refused", "reached"},
+			{"tenant-beta", "refused", "refused"},
+		} {
+			if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool { return slices.Equal(strings.Fields(line), want) }) {
+				t.Errorf("the isolation table lacks the row %v:\n%s", want, out)
+			}
+		}
 		// A Redis asking for more CPU than acme's LimitRange allows: installed, not Ready, and
 		// saying why in kube-apiserver's words.
 		if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
