@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -78,15 +79,17 @@ func RegisterAPIService(ctx context.Context, c client.Client, ns, group, version
 	// The whole spec is replaced: an APIService a release installed before (`make demo` started
 	// again after its platform moved onto the node) has a caBundle, which insecureSkipTLSVerify
 	// may not go with.
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(apiService.GroupVersionKind())
-	if err := c.Get(ctx, client.ObjectKeyFromObject(apiService), live); apierrors.IsNotFound(err) {
-		return c.Create(ctx, apiService)
-	} else if err != nil {
-		return err
-	}
-	live.Object["spec"] = apiService.Object["spec"]
-	return c.Update(ctx, live)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { // the aggregator writes its status meanwhile
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(apiService.GroupVersionKind())
+		if err := c.Get(ctx, client.ObjectKeyFromObject(apiService), live); apierrors.IsNotFound(err) {
+			return c.Create(ctx, apiService.DeepCopy())
+		} else if err != nil {
+			return err
+		}
+		live.Object["spec"] = apiService.Object["spec"]
+		return c.Update(ctx, live)
+	})
 }
 
 // WaitServing waits until the aggregated API server on 127.0.0.1:port answers its /readyz with 200
