@@ -33,7 +33,6 @@ import (
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -94,7 +93,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	hooks, mutating, ports, err := readWebhooks(o.webhooks)
+	hooks, mutating, err := readWebhooks(o.webhooks)
 	if err != nil {
 		return err
 	}
@@ -131,9 +130,6 @@ func run(o options) error {
 	}()
 	defer mu.Lock() // after cancel: a start under way ends before the processes are stopped
 	defer cancel()
-	if err := servePorts(ctx, env, ports); err != nil {
-		return err
-	}
 	for _, a := range o.apiServices {
 		gv, port, ok := strings.Cut(a, "=")
 		group, version, ok2 := strings.Cut(gv, "/")
@@ -370,41 +366,49 @@ func writeUserKubeconfigs(env *testenv.Env, dir string, users []string) error {
 }
 
 // readWebhooks reads FILE[=PORT] entries: each file's configurations, named after the chart the
-// file is in (as the chart names them), and the port each configuration's server listens on.
-func readWebhooks(entries []string) ([]*admissionv1.ValidatingWebhookConfiguration, []*admissionv1.MutatingWebhookConfiguration, map[string]int, error) {
+// file is in (as the chart names them). A configuration with a port of its own points at that port
+// on 127.0.0.1 from its creation: kube-apiserver (v0.37) may keep serving a configuration updated
+// right after its creation from its cached accessors, so it is never created pointing elsewhere.
+func readWebhooks(entries []string) ([]*admissionv1.ValidatingWebhookConfiguration, []*admissionv1.MutatingWebhookConfiguration, error) {
 	var hooks []*admissionv1.ValidatingWebhookConfiguration
 	var mutating []*admissionv1.MutatingWebhookConfiguration
-	ports := map[string]int{}
 	for _, e := range entries {
 		path, port, hasPort := strings.Cut(e, "=")
 		p, err := strconv.Atoi(port)
 		if hasPort && err != nil {
-			return nil, nil, nil, fmt.Errorf("--webhooks: want FILE[=PORT], got %q", e)
+			return nil, nil, fmt.Errorf("--webhooks: want FILE[=PORT], got %q", e)
 		}
 		chart := filepath.Base(filepath.Dir(filepath.Dir(path)))
 		v, err := testenv.ReadWebhooks(path)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		m, err := testenv.ReadMutatingWebhooks(path)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
+		var configs []*admissionv1.WebhookClientConfig
 		for i, h := range v {
 			h.Name = nameFor(chart, i)
-			if hasPort {
-				ports["validating/"+h.Name] = p
+			for j := range h.Webhooks {
+				configs = append(configs, &h.Webhooks[j].ClientConfig)
 			}
 		}
 		for i, h := range m {
 			h.Name = nameFor(chart, i)
-			if hasPort {
-				ports["mutating/"+h.Name] = p
+			for j := range h.Webhooks {
+				configs = append(configs, &h.Webhooks[j].ClientConfig)
+			}
+		}
+		for _, cc := range configs {
+			if hasPort && cc.Service != nil {
+				u := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), Path: ptr.Deref(cc.Service.Path, "/")}
+				cc.URL, cc.Service = ptr.To(u.String()), nil
 			}
 		}
 		hooks, mutating = append(hooks, v...), append(mutating, m...)
 	}
-	return hooks, mutating, ports, nil
+	return hooks, mutating, nil
 }
 
 func nameFor(chart string, i int) string {
@@ -412,45 +416,4 @@ func nameFor(chart string, i int) string {
 		return chart
 	}
 	return fmt.Sprintf("%s-%d", chart, i)
-}
-
-// servePorts points each configuration with a port of its own at that port on the serving host:
-// envtest installs every webhook on one.
-func servePorts(ctx context.Context, env *testenv.Env, ports map[string]int) error {
-	for key, port := range ports {
-		kind, name, _ := strings.Cut(key, "/")
-		var obj client.Object
-		var configs []*admissionv1.WebhookClientConfig
-		if kind == "validating" {
-			vwc := &admissionv1.ValidatingWebhookConfiguration{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vwc); err != nil {
-				return err
-			}
-			for i := range vwc.Webhooks {
-				configs = append(configs, &vwc.Webhooks[i].ClientConfig)
-			}
-			obj = vwc
-		} else {
-			mwc := &admissionv1.MutatingWebhookConfiguration{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, mwc); err != nil {
-				return err
-			}
-			for i := range mwc.Webhooks {
-				configs = append(configs, &mwc.Webhooks[i].ClientConfig)
-			}
-			obj = mwc
-		}
-		for _, cc := range configs {
-			u, err := url.Parse(ptr.Deref(cc.URL, ""))
-			if err != nil {
-				return err
-			}
-			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
-			cc.URL = ptr.To(u.String())
-		}
-		if err := env.Client.Update(ctx, obj); err != nil {
-			return err
-		}
-	}
-	return nil
 }
