@@ -52,11 +52,10 @@ usage_resolution=10s
 declare -A webhook_ports=([tenant-controller]=$webhook_port [storage-controller]=$((base + 3)))
 # Where each customer cluster's cloud-controller-manager, CSI controller and autoscaler run.
 infra_ns=flotilla-cluster-infra
-# Flags of the services beyond the common ones: the storage-controller talks to the LINSTOR test
-# double (no LINSTOR can run here), and polls it often so that the demo shows changes quickly.
-# The cluster-controller's add-on charts come from the demo's Helm repository (below).
-declare -A service_flags=([storage-controller]="--linstor-endpoint=http://127.0.0.1:$linstor_port --linstor-poll-interval=5s --extender-bind-address=127.0.0.1:$extender_port"
-  [cluster-controller]="--addons-repository=http://127.0.0.1:$charts_port --infra-namespace=$infra_ns")
+# Flags of the services beyond the common ones (the storage-controller's and the net-controller's
+# once the control plane says where its stand-ins are). The cluster-controller's add-on charts come
+# from the demo's Helm repository (below).
+declare -A service_flags=([cluster-controller]="--addons-repository=http://127.0.0.1:$charts_port --infra-namespace=$infra_ns")
 # The LINSTOR test double's satellites; the demo makes a Node of each.
 linstor_nodes=node-1=zone-a,node-2=zone-a,node-3=zone-b,node-4=zone-b
 cnpg=github.com/cloudnative-pg/cloudnative-pg@v1.27.1 # the Postgres chart's Cluster CRD
@@ -365,8 +364,9 @@ YAML
 # the pods by a forced upgrade of the releases.
 platform_pods() {
   local t0=$SECONDS out version cache=${FLOTILLA_CACHE:-$HOME/.cache/flotilla} rendered
-  # The node's Service range is 10.201.<its network index>.0/24 (libs/testenv NodeNetwork).
-  local extender_service=10.201.$(cat "$state/node-index").$extender_service_ip
+  # The address kube-scheduler asks the extender at (localcp's {service-ip:N}).
+  local extender_service=SERVICE_IP_$extender_service_ip
+  extender_service=${!extender_service}
   say "the platform from its own release, as pods on $name: \`make release\` into the node's registry ($NODE_REGISTRY/flotilla)"
   mkdir -p "$state/release"
   out=$("$state/bin/release" build -platforms "linux/$(go env GOARCH)" -registry "$NODE_REGISTRY/flotilla" -insecure \
@@ -704,7 +704,9 @@ up() {
   # The stand-ins listen where the platform's pods on the node reach them too: the machine's end of
   # the node's link (without a node, loopback).
   stand_ins=${NODE_HOST_IP:-127.0.0.1}
-  service_flags[storage-controller]=${service_flags[storage-controller]//127.0.0.1:$linstor_port/$stand_ins:$linstor_port}
+  # The storage-controller talks to the LINSTOR test double (no LINSTOR can run here), and polls it
+  # often so that the demo shows changes quickly.
+  service_flags[storage-controller]="--linstor-endpoint=http://$stand_ins:$linstor_port --linstor-poll-interval=5s --extender-bind-address=127.0.0.1:$extender_port"
   # The controllers elect a leader in flotilla-system, as their pods do: once the platform runs as
   # pods (platform_pods), a process started again waits for its turn instead of acting beside them.
   kubectl create namespace flotilla-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null

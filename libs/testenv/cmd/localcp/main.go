@@ -165,6 +165,12 @@ func run(o options) error {
 	}
 	if o.node {
 		webhookEnv += fmt.Sprintf("NODE_REGISTRY=%s\nNODE_HOST_IP=%s\n", env.NodeNet.RegistryAddr(), env.NodeNet.HostIP())
+		// SERVICE_IP_<N>: the address each {service-ip:N} of --scheduler-extenders stands for, the
+		// clusterIP its Service is to be given.
+		for _, m := range serviceIP.FindAllStringSubmatch(strings.Join(o.extenders, ","), -1) {
+			n, _ := strconv.Atoi(m[1])
+			webhookEnv += fmt.Sprintf("SERVICE_IP_%d=%s\n", n, env.NodeNet.ServiceIP(n))
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "webhook.env"), []byte(webhookEnv), 0o600); err != nil {
 		return err

@@ -108,17 +108,13 @@ func (p *Provider) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if p.Options.InfraNamespace != "" {
 		inInfra := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == p.Options.InfraNamespace })
-		b := ctrl.NewControllerManagedBy(mgr).Named("localprovider-kubelet")
-		if p.Options.InfraPods {
-			b = b.For(&corev1.Pod{}, builder.WithPredicates(inInfra))
-		} else {
-			b = b.For(&appsv1.Deployment{}, builder.WithPredicates(inInfra))
-		}
+		var played client.Object = &appsv1.Deployment{}
 		play := p.reconcileDeployment
 		if p.Options.InfraPods {
-			play = p.reconcilePod
+			played, play = &corev1.Pod{}, p.reconcilePod
 		}
-		if err := b.Complete(reconcile.Func(play)); err != nil {
+		if err := ctrl.NewControllerManagedBy(mgr).Named("localprovider-kubelet").For(played, builder.WithPredicates(inInfra)).
+			Complete(reconcile.Func(play)); err != nil {
 			return err
 		}
 	}
