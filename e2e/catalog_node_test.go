@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,11 +18,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/release"
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/libs/testenv/node"
 )
 
@@ -124,6 +129,123 @@ func TestCatalogAppsServe(t *testing.T) {
 	})
 }
 
+// The catalog's Postgres on a real node: CloudNativePG's operator (built from the module
+// libs/builder pins, installed from that module's own manifests) runs a PostgreSQL of the catalog's
+// image (Debian's packages); a client pod connects with the credentials the operator hands the
+// namespace, a stranger's password is refused, and the data outlives its pod.
+func TestCatalogPostgresServes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	env, n, _ := startNode(ctx, t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.StartLocalVolumes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := catalogNode{ctx: ctx, k8s: env.Client, cs: cs, registry: n.Registry + "/flotilla"}
+	c.postgresOperator(t)
+
+	const ns, app = "shop", "pg-orders"
+	t.Cleanup(func() {
+		if t.Failed() {
+			cluster := &unstructured.Unstructured{}
+			cluster.SetAPIVersion("postgresql.cnpg.io/v1")
+			cluster.SetKind("Cluster")
+			_ = c.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: app}, cluster)
+			status, _ := json.Marshal(cluster.Object["status"])
+			t.Logf("Cluster %s/%s: %s\n%s\n%s", ns, app, status, podStates(context.Background(), c.k8s, ns), c.logs("cnpg-system", 40))
+		}
+	})
+	image := c.install(t, "postgres", ns, app, "replicas=1")
+	server := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-1"}}
+	ready(ctx, t, c.k8s, server, "")
+	c.serving(t, ns, app+"-rw", 5432)
+	t.Logf("PostgreSQL runs on %s from %s", n.Name, image)
+
+	// The operator's Secret <app>-app: the application user's credentials and URI.
+	psql := func(pod, secret, sql string) string {
+		t.Helper()
+		ctr := corev1.Container{Name: "psql", Image: image, Command: []string{"psql", "$(DATABASE_URL)", "-tAc", sql},
+			Env: []corev1.EnvVar{{Name: "DATABASE_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "uri"}}}}}
+		return c.run(t, ns, pod, restrictedPod(ctr))
+	}
+	if got := psql("select", app+"-app", "select 1"); got != "1" {
+		t.Errorf("select 1 with the app's credentials: %q, want 1", got)
+	}
+	if err := c.k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"},
+		StringData: map[string]string{"uri": "postgresql://app:guessed@" + app + "-rw." + ns + ":5432/app"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := psql("stranger", "stranger", "select 1"); !strings.Contains(got, "password authentication failed") {
+		t.Errorf("select 1 with a guessed password: %q, want the password refused", got)
+	}
+	if got := psql("write", app+"-app", "create table greetings (word text); insert into greetings values ('hello')"); got != "CREATE TABLE\nINSERT 0 1" {
+		t.Fatalf("insert: %q", got)
+	}
+	// The server's pod deleted: the operator makes it anew on the same volume.
+	if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(server), server); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.k8s.Delete(ctx, server); err != nil {
+		t.Fatal(err)
+	}
+	ready(ctx, t, c.k8s, server, string(server.UID))
+	c.serving(t, ns, app+"-rw", 5432)
+	if got := psql("read", app+"-app", "select word from greetings"); got != "hello" {
+		t.Errorf("select after the server's pod came back: %q, want hello", got)
+	}
+}
+
+// postgresOperator installs CloudNativePG's operator as its module's own manifests describe it
+// (deploy/operators/cnpg/manifests.sh), its image built here and pulled from the node's registry,
+// and waits until its admission webhooks answer.
+func (c catalogNode) postgresOperator(t *testing.T) {
+	t.Helper()
+	ref := c.push(t, filepath.Join(repo, "deploy", "operators", "cnpg", "image.yaml"))
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(repo, "deploy", "operators", "cnpg", "manifests.sh"), ref)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	manifests, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("deploy/operators/cnpg/manifests.sh: %v", err)
+	}
+	for _, o := range decodeAll(t, manifests) {
+		if err := c.k8s.Apply(c.ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("e2e"), client.ForceOwnership); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	probe := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+		"metadata": map[string]any{"name": "probe", "namespace": "cnpg-system"},
+		"spec":     map[string]any{"instances": int64(1), "storage": map[string]any{"size": "1Gi"}}}}
+	var last error
+	if err := wait.PollUntilContextTimeout(c.ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = c.k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return last == nil, nil
+	}); err != nil {
+		t.Fatalf("CloudNativePG's webhooks never answered: %v\n%s", last, podStates(c.ctx, c.k8s, "cnpg-system"))
+	}
+}
+
+// logs is the end of the logs of each pod in ns, to explain a failure.
+func (c catalogNode) logs(ns string, lines int64) string {
+	pods := &corev1.PodList{}
+	if err := c.k8s.List(context.Background(), pods, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		raw, err := c.cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(context.Background())
+		fmt.Fprintf(&b, "--- %s/%s (%v)\n%s\n", ns, p.Name, err, raw)
+	}
+	return b.String()
+}
+
 // catalogNode installs the catalog's apps on a real node.
 type catalogNode struct {
 	ctx      context.Context
@@ -132,13 +254,11 @@ type catalogNode struct {
 	registry string // the platform's registry (here the node's), as flotilla.registry
 }
 
-// install builds the app's image as a release does and pushes it to the node's registry, and
-// installs its chart rendered as the platform renders it (its Helm release named helmName, in
-// namespace ns, restricted), its volumes on the node's disk (the tenant's choice of the class
-// local-path). It returns the image's reference.
-func (c catalogNode) install(t *testing.T, app, ns, helmName string) string {
+// push builds the image of spec (an image.yaml) as a release builds it and pushes it to the node's
+// registry. It returns the image's reference.
+func (c catalogNode) push(t *testing.T, file string) string {
 	t.Helper()
-	spec, err := release.ReadCatalogImageSpec(filepath.Join(repo, "deploy", "catalog", app, "image.yaml"))
+	spec, err := release.ReadCatalogImageSpec(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,19 +273,33 @@ func (c catalogNode) install(t *testing.T, app, ns, helmName string) string {
 	if err := remote.Write(ref, img, remote.WithContext(c.ctx)); err != nil {
 		t.Fatal(err)
 	}
+	return ref.String()
+}
+
+// install pushes the app's image (push) and installs its chart rendered as the platform renders
+// it (its Helm release named helmName, in namespace ns, restricted, with the customer's values
+// set), its volumes on the node's disk (the tenant's choice of the class local-path). It returns
+// the image's reference.
+func (c catalogNode) install(t *testing.T, app, ns, helmName string, set ...string) string {
+	t.Helper()
+	ref := c.push(t, filepath.Join(repo, "deploy", "catalog", app, "image.yaml"))
 	if err := c.k8s.Create(c.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted"}}}); err != nil {
 		t.Fatal(err)
 	}
 	chart := filepath.Join(repo, "deploy", "catalog", app, "chart")
-	for _, o := range decodeAll(t, run(t, "helm", "template", helmName, chart, "--namespace", ns,
-		"--set", "storage.storageClass="+node.LocalVolumes, "--set-json", `flotilla={"registry":"`+c.registry+`"}`)) {
+	args := []string{"template", helmName, chart, "--namespace", ns,
+		"--set", "storage.storageClass=" + node.LocalVolumes, "--set-json", `flotilla={"registry":"` + c.registry + `"}`}
+	for _, v := range set {
+		args = append(args, "--set", v)
+	}
+	for _, o := range decodeAll(t, run(t, "helm", args...)) {
 		o.SetNamespace(ns)
 		if err := c.k8s.Create(c.ctx, o); err != nil {
 			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	return ref.String()
+	return ref
 }
 
 // serving waits until the Service's address answers on port from the machine: kube-proxy has the

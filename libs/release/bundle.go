@@ -134,6 +134,13 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 			return nil, err
 		}
 	}
+	// The operators the catalog's kinds need (CloudNativePG for Postgres): their images only.
+	operators, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "operators", "*", "image.yaml"))
+	for _, spec := range operators {
+		if _, err := b.addCatalogImage(ctx, o, spec); err != nil {
+			return nil, err
+		}
+	}
 	// What the cluster-controller installs in customers' clusters (its --addons-repository).
 	addons, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "addons", "*", "Chart.yaml"))
 	for _, c := range addons {
@@ -165,11 +172,13 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 const CatalogImages = "catalog-images"
 
 // BuildCatalogImages builds, as Build does, the image of every catalog app that has one
-// (deploy/catalog/*/image.yaml) and nothing else: what `make demo` puts in its node's registry.
+// (deploy/catalog/*/image.yaml) and of the operators they need (deploy/operators/*/image.yaml),
+// and nothing else: what `make demo` puts in its node's registry.
 func BuildCatalogImages(ctx context.Context, o Options) (*Bundle, error) {
 	b := &Bundle{}
 	specs, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "catalog", "*", "image.yaml"))
-	for _, spec := range specs {
+	operators, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "operators", "*", "image.yaml"))
+	for _, spec := range append(specs, operators...) {
 		if _, err := b.addCatalogImage(ctx, o, spec); err != nil {
 			return nil, err
 		}

@@ -37,15 +37,23 @@ type CatalogImageSpec struct {
 	Packages []string `json:"packages,omitempty"`
 	// Programs are the packages' executables to keep, with their ELF closure.
 	Programs []string `json:"programs,omitempty"`
-	// Trees are the packages' directories kept whole (data the programs read).
+	// Trees are the packages' directories kept whole (data the programs read), with the shared
+	// libraries their ELF files load.
 	Trees []string `json:"trees,omitempty"`
-	// Links are symbolic links to make: path in the image → target.
+	// Exclude leaves out of the trees the files at or under these paths (a plugin whose libraries
+	// the image does not carry).
+	Exclude []string `json:"exclude,omitempty"`
+	// Links are symbolic links to make: path in the image ({arch}: the platform's architecture,
+	// as Go names it) → target.
 	Links map[string]string `json:"links,omitempty"`
 	// Tools are Go programs of libs/builder/binaries.txt, built for each platform of the release:
 	// path in the image → its name in binaries.txt.
 	Tools map[string]string `json:"tools,omitempty"`
 	// User is the uid (and gid) the image runs as; never 0.
 	User int `json:"user"`
+	// UserName names User in the image's /etc/passwd and /etc/group, for programs that look their
+	// user up (PostgreSQL's initdb does); without it only root and nonroot are named.
+	UserName string `json:"userName,omitempty"`
 	// Entrypoint is the image's entrypoint (the chart may give its own command).
 	Entrypoint []string `json:"entrypoint"`
 }
@@ -162,6 +170,13 @@ func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Met
 	for at, tool := range s.Tools {
 		files[path.Clean(at)] = imageFile{mode: 0o755, from: filepath.Join(toolDir, tool)}
 	}
+	for name, target := range s.Links {
+		files[path.Clean(strings.ReplaceAll(name, "{arch}", p.Architecture))] = imageFile{link: target}
+	}
+	if s.UserName != "" {
+		files["/etc/passwd"] = imageFile{mode: 0o644, body: fmt.Appendf(nil, "%s%s:x:%d:%d:%[2]s:/:/sbin/nologin\n", basePasswd, s.UserName, s.User, s.User)}
+		files["/etc/group"] = imageFile{mode: 0o644, body: fmt.Appendf(nil, "%s%s:x:%d:\n", baseGroup, s.UserName, s.User)}
+	}
 	t := &tarWriter{created: m.Created}
 	for _, dir := range parents(files) {
 		t.dir(dir, 0o755)
@@ -171,6 +186,8 @@ func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Met
 		switch {
 		case f.link != "":
 			t.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: f.link, Mode: 0o777}, nil)
+		case f.body != nil:
+			t.file(name, int64(f.mode.Perm()), f.body)
 		default:
 			from := f.from
 			if from == "" {
@@ -192,16 +209,17 @@ func CatalogImage(s CatalogImageSpec, root, toolDir string, p v1.Platform, m Met
 	})
 }
 
-// imageFile is a file kept: a regular file (its mode, and where it comes from when not from the
-// packages' root) or a symbolic link (its target).
+// imageFile is a file kept: a regular file (its mode, and its body or where it comes from when not
+// from the packages' root) or a symbolic link (its target).
 type imageFile struct {
 	mode fs.FileMode
+	body []byte
 	from string
 	link string
 }
 
-// debClosure finds what the image keeps: the programs and trees, the shared libraries the
-// programs' ELF files load (and theirs), with every symbolic link on the way, and the spec's links.
+// debClosure finds what the image keeps of the packages: the programs and trees, the shared
+// libraries their ELF files load (and theirs), with every symbolic link on the way.
 func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]imageFile, error) {
 	triplet, ok := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[p.Architecture]
 	if !ok {
@@ -227,6 +245,9 @@ func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]imag
 			files[name] = imageFile{link: target}
 			if !path.IsAbs(target) {
 				target = path.Join(path.Dir(name), target)
+			}
+			if fi, err := os.Stat(filepath.Join(root, target)); err == nil && fi.IsDir() {
+				return nil // a directory's link: what the directory holds is kept by a tree, if at all
 			}
 			return add(target)
 		}
@@ -272,18 +293,24 @@ func debClosure(s CatalogImageSpec, root string, p v1.Platform) (map[string]imag
 	}
 	for _, tree := range s.Trees {
 		err := filepath.WalkDir(filepath.Join(root, tree), func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
 			rel, _ := filepath.Rel(root, p)
-			return add("/" + filepath.ToSlash(rel))
+			name := "/" + filepath.ToSlash(rel)
+			switch {
+			case err != nil:
+				return err
+			case slices.ContainsFunc(s.Exclude, func(x string) bool { return name == x || strings.HasPrefix(name, strings.TrimSuffix(x, "/")+"/") }):
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			case d.IsDir():
+				return nil
+			}
+			return add(name)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("tree %s: %w", tree, err)
 		}
-	}
-	for name, target := range s.Links {
-		files[path.Clean(name)] = imageFile{link: target}
 	}
 	return files, nil
 }
@@ -294,7 +321,7 @@ func elfNeeds(r io.ReaderAt) (needed []string, interp string, err error) {
 	f, err := elf.NewFile(r)
 	if err != nil {
 		var format *elf.FormatError
-		if errors.As(err, &format) {
+		if errors.As(err, &format) || errors.Is(err, io.EOF) { // not ELF, or shorter than its header
 			return nil, "", nil
 		}
 		return nil, "", err

@@ -135,7 +135,13 @@ func TestCatalogChartsPinTheirImages(t *testing.T) {
 		}
 		want, images := "mirror.example/flotilla/"+CatalogImages+"/"+spec.Name+"@"+digest, 0
 		for line := range strings.Lines(string(out)) {
-			if image, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
+			// A Pod's image, or the image of an operator's kind (CloudNativePG's Cluster: imageName).
+			line = strings.TrimSpace(line)
+			image, ok := strings.CutPrefix(line, "image: ")
+			if !ok {
+				image, ok = strings.CutPrefix(line, "imageName: ")
+			}
+			if ok {
 				images++
 				if strings.Trim(image, `"`) != want {
 					t.Errorf("%s's chart renders image %s, want %s", spec.Name, image, want)
@@ -184,5 +190,70 @@ func TestCatalogImageOfTools(t *testing.T) {
 	slices.Sort(files)
 	if want := []string{"/usr/local/bin/etcd", "/usr/local/bin/etcdctl"}; !slices.Equal(files, want) {
 		t.Errorf("files %v, want %v", files, want)
+	}
+}
+
+// A tree is kept whole, empty files and links to directories too, but for what the spec excludes;
+// a link may name the platform's architecture; a named user is in the image's /etc/passwd and
+// /etc/group beside the base layer's.
+func TestCatalogImageTreesAndUserName(t *testing.T) {
+	root := t.TempDir()
+	for name, body := range map[string]string{
+		"/usr/bin/tool":                   "#!/bin/sh\n",
+		"/usr/share/tool/catalog_version": "",
+		"/usr/share/tool/data.sql":        "select 1;\n",
+		"/usr/share/tool/jit/plugin.so":   "\x7fELF not really",
+		"/usr/share/tool/jit.so":          "\x7fELF not really",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("jit", filepath.Join(root, "usr/share/tool/plugins")); err != nil { // a directory's link
+		t.Fatal(err)
+	}
+	spec := CatalogImageSpec{Name: "tool", Tag: "1", Packages: []string{"tool"}, Programs: []string{"/usr/bin/tool"},
+		Trees: []string{"/usr/share/tool"}, Exclude: []string{"/usr/share/tool/jit", "/usr/share/tool/jit.so"},
+		Links: map[string]string{"/opt/tool_{arch}": "/usr/bin/tool"}, User: 26, UserName: "postgres", Entrypoint: []string{"/usr/bin/tool"}}
+	img, err := CatalogImage(spec, root, "", v1.Platform{OS: "linux", Architecture: runtime.GOARCH}, Meta{Created: time.Unix(0, 0).UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	passwd, group, links := "", "", 0
+	for name, e := range entries(t, img) {
+		switch {
+		case name == "etc/passwd":
+			passwd = string(e.body)
+		case name == "etc/group":
+			group = string(e.body)
+		case name == "opt/tool_"+runtime.GOARCH:
+			if e.Typeflag != tar.TypeSymlink || e.Linkname != "/usr/bin/tool" {
+				t.Errorf("%s: type %c to %q, want the link to /usr/bin/tool", name, e.Typeflag, e.Linkname)
+			}
+			links++
+		case name == "usr/share/tool/plugins":
+			if e.Typeflag != tar.TypeSymlink || e.Linkname != "jit" {
+				t.Errorf("%s: type %c to %q, want the link to jit", name, e.Typeflag, e.Linkname)
+			}
+		case e.Typeflag == tar.TypeReg && strings.HasPrefix(name, "usr/"):
+			files = append(files, "/"+name)
+		}
+	}
+	if links != 1 {
+		t.Errorf("no link /opt/tool_%s: {arch} is the platform's architecture", runtime.GOARCH)
+	}
+	slices.Sort(files)
+	if want := []string{"/usr/bin/tool", "/usr/share/tool/catalog_version", "/usr/share/tool/data.sql"}; !slices.Equal(files, want) {
+		t.Errorf("files %v, want %v", files, want)
+	}
+	if !strings.Contains(passwd, "\npostgres:x:26:26:") || !strings.HasPrefix(passwd, "root:x:0:0:") || !strings.Contains(passwd, "nonroot:") {
+		t.Errorf("/etc/passwd:\n%s\nwant root, nonroot and postgres (26)", passwd)
+	}
+	if !strings.Contains(group, "\npostgres:x:26:") {
+		t.Errorf("/etc/group:\n%s\nwant postgres (26)", group)
 	}
 }

@@ -145,6 +145,12 @@ func Index(images map[string]v1.Image, platforms []v1.Platform, annotations map[
 // baseLayer holds what a static Go binary needs from a distribution: the Mozilla root
 // certificates (from golang.org/x/crypto/x509roots/fallback, pinned by go.sum, so every build
 // has the same bytes) and /etc/passwd and /etc/group naming the non-root user.
+// The users every image names: root and nonroot (NonRoot).
+var (
+	basePasswd = fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
+	baseGroup  = fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRoot)
+)
+
 func baseLayer(created time.Time) (v1.Layer, error) {
 	var certs bytes.Buffer
 	for root := range bundle.Roots() {
@@ -160,8 +166,8 @@ func baseLayer(created time.Time) (v1.Layer, error) {
 	}
 	t := &tarWriter{created: created}
 	t.dir("/etc", 0o755)
-	t.file("/etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot))
-	t.file("/etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", NonRoot))
+	t.file("/etc/passwd", 0o644, []byte(basePasswd))
+	t.file("/etc/group", 0o644, []byte(baseGroup))
 	t.dir("/etc/ssl", 0o755)
 	t.dir("/etc/ssl/certs", 0o755)
 	t.file("/etc/ssl/certs/ca-certificates.crt", 0o644, certs.Bytes())
