@@ -37,7 +37,7 @@ bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it (about 
 	  (cd services/$$s && BENCH_OUT=$(CURDIR)/docs/benchmarks.md \
 	    go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/); \
 	done
-	@cd e2e && BENCH_OUT=$(CURDIR)/docs/benchmarks.md go test -run '^$$' -bench 'BenchmarkNode|BenchmarkPlatformOnNode' -benchtime 1x -timeout 45m .
+	@cd e2e && BENCH_OUT=$(CURDIR)/docs/benchmarks.md go test -run '^$$' -bench 'BenchmarkNode|BenchmarkPlatformOnNode|BenchmarkCatalogAppsServe' -benchtime 1x -timeout 45m .
 
 .PHONY: release
 release: ## Build the release (images for linux/amd64+arm64, OCI charts, GitOps tree) into .local/release/bundle; REGISTRY=host/prefix also pushes it

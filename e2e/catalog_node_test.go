@@ -202,7 +202,7 @@ func TestCatalogPostgresServes(t *testing.T) {
 // postgresOperator installs CloudNativePG's operator as its module's own manifests describe it
 // (deploy/operators/cnpg/manifests.sh), its image built here and pulled from the node's registry,
 // and waits until its admission webhooks answer.
-func (c catalogNode) postgresOperator(t *testing.T) {
+func (c catalogNode) postgresOperator(t testing.TB) {
 	t.Helper()
 	ref := c.push(t, filepath.Join(repo, "deploy", "operators", "cnpg", "image.yaml"))
 	bin, err := testenv.BinDir()
@@ -256,7 +256,7 @@ type catalogNode struct {
 
 // push builds the image of spec (an image.yaml) as a release builds it and pushes it to the node's
 // registry. It returns the image's reference.
-func (c catalogNode) push(t *testing.T, file string) string {
+func (c catalogNode) push(t testing.TB, file string) string {
 	t.Helper()
 	spec, err := release.ReadCatalogImageSpec(file)
 	if err != nil {
@@ -280,7 +280,7 @@ func (c catalogNode) push(t *testing.T, file string) string {
 // it (its Helm release named helmName, in namespace ns, restricted, with the customer's values
 // set), its volumes on the node's disk (the tenant's choice of the class local-path). It returns
 // the image's reference.
-func (c catalogNode) install(t *testing.T, app, ns, helmName string, set ...string) string {
+func (c catalogNode) install(t testing.TB, app, ns, helmName string, set ...string) string {
 	t.Helper()
 	ref := c.push(t, filepath.Join(repo, "deploy", "catalog", app, "image.yaml"))
 	if err := c.k8s.Create(c.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
@@ -304,7 +304,7 @@ func (c catalogNode) install(t *testing.T, app, ns, helmName string, set ...stri
 
 // serving waits until the Service's address answers on port from the machine: kube-proxy has the
 // endpoints of pods that just became Ready a moment after they did.
-func (c catalogNode) serving(t *testing.T, ns, name string, port int) {
+func (c catalogNode) serving(t testing.TB, ns, name string, port int) {
 	t.Helper()
 	svc := &corev1.Service{}
 	if err := c.k8s.Get(c.ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
@@ -323,7 +323,7 @@ func (c catalogNode) serving(t *testing.T, ns, name string, port int) {
 }
 
 // run runs a pod to its end and returns what it printed.
-func (c catalogNode) run(t *testing.T, ns, name string, spec corev1.PodSpec) string {
+func (c catalogNode) run(t testing.TB, ns, name string, spec corev1.PodSpec) string {
 	t.Helper()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
 	p.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -344,7 +344,7 @@ func (c catalogNode) run(t *testing.T, ns, name string, spec corev1.PodSpec) str
 }
 
 // ready waits until pod exists (as another pod than the one of UID old, if set) and is Ready.
-func ready(ctx context.Context, t *testing.T, k8s client.Client, pod *corev1.Pod, old string) {
+func ready(ctx context.Context, t testing.TB, k8s client.Client, pod *corev1.Pod, old string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {

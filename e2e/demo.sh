@@ -283,6 +283,7 @@ YAML
   "${as_acme[@]}" exec -n tenant-acme "$release-0" -- redis-cli ping 2>&1 | sed 's/^/    /'
   echo
   isolation "$release"
+  postgres_on_node
   say "an app whose pods cannot be created is not Ready, and says why: acme orders a Redis asking for more CPU than its namespace's LimitRange allows a container"
   "${as_acme[@]}" apply -f - <<'YAML'
 apiVersion: apps.flotilla.dev/v1alpha1
@@ -295,6 +296,86 @@ YAML
   echo "  \$ kubectl get -n tenant-acme redis/toobig -o jsonpath='{.status.message}'   # as acme's admin"
   "${as_acme[@]}" get -n tenant-acme redis/toobig -o jsonpath='{.status.message}{"\n"}' | sed 's/^/    /'
   "${as_acme[@]}" delete -n tenant-acme redis/toobig --wait=false >/dev/null
+  echo
+}
+
+# postgres_on_node: acme's Postgres "orders" runs on the real node. CloudNativePG's operator (built
+# here, in the release; installed from its own module's manifests, deploy/operators/cnpg) runs
+# PostgreSQL 15 of the catalog's image (Debian's packages). A pod of acme's connects with the
+# credentials the operator hands acme's namespace; beta's gets no answer.
+postgres_on_node() {
+  local tag release image
+  say "acme's Postgres \"orders\" runs on the real node: PostgreSQL 15 from Debian's packages, run by CloudNativePG's operator (both built here, in the release)"
+  tag=$(sed -n 's/^tag: "\(.*\)"$/\1/p' deploy/operators/cnpg/image.yaml)
+  # Its pod on the real node, not on the Nodes the demo makes by hand (PodNodeSelector). Created,
+  # not applied: applying the manifests server-side takes over what a client-side apply set.
+  kubectl get namespace cnpg-system >/dev/null 2>&1 || kubectl create namespace cnpg-system --dry-run=client -o yaml |
+    kubectl annotate --local -f - "scheduler.alpha.kubernetes.io/node-selector=kubernetes.io/hostname=$name" -o yaml | kubectl create -f - >/dev/null
+  bash deploy/operators/cnpg/manifests.sh "$NODE_REGISTRY/flotilla/catalog-images/cnpg:$tag" 2>/dev/null |
+    kubectl apply --server-side --force-conflicts -f - >/dev/null
+  kubectl rollout status -n cnpg-system deployment/cnpg-controller-manager --timeout=180s >/dev/null
+  # The operator's webhooks answer once it has made their certificate; an order before that fails.
+  for _ in $(seq 60); do
+    kubectl create --dry-run=server -f - >/dev/null 2>&1 <<'YAML' && break
+apiVersion: postgresql.cnpg.io/v1
+kind: Cluster
+metadata: {name: probe, namespace: cnpg-system}
+spec: {instances: 1, storage: {size: 1Gi}}
+YAML
+    sleep 2
+  done
+  # acme's Postgres "orders" (deploy/examples/apps/postgres.yaml, two instances) now runs.
+  release=$(kubectl get helmreleases -A -l apps.flotilla.dev/kind=Postgres,apps.flotilla.dev/name=orders -o jsonpath='{.items[0].spec.releaseName}')
+  for i in 1 2; do
+    kubectl wait -n tenant-acme --for=create "pod/$release-$i" --timeout=240s >/dev/null
+    kubectl wait -n tenant-acme --for=condition=Ready "pod/$release-$i" --timeout=240s >/dev/null
+  done
+  kubectl wait -n tenant-acme "clusters.postgresql.cnpg.io/$release" --for=condition=Ready --timeout=120s >/dev/null
+  "${as_acme[@]}" wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=60s >/dev/null
+  "${as_acme[@]}" get -n tenant-acme postgres/orders
+  kubectl get -n tenant-acme "pod/$release-1" "pod/$release-2" "pvc/$release-1" "pvc/$release-2" -o wide
+  image=$(kubectl get -n tenant-acme "pod/$release-1" -o jsonpath='{.spec.containers[0].image}')
+  psql_pod() { # NAME NAMESPACE ARG...: a restricted pod on the node running psql or pg_isready
+    local args
+    args=$(printf '"%s", ' "${@:3}")
+    cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $2}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $name}
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: psql
+      image: $image
+      command: [${args%, }]
+      env: [{name: DATABASE_URL, valueFrom: {secretKeyRef: {name: $release-app, key: uri, optional: true}}}]
+      resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+YAML
+  }
+  outcome() { # NAMESPACE POD: what the pod printed once it ended
+    for _ in $(seq 120); do
+      case $(kubectl get -n "$1" "pod/$2" -o jsonpath='{.status.phase}') in Succeeded | Failed) break ;; esac
+      sleep 1
+    done
+    printf '    %s/%s: %s\n' "$1" "$2" "$(kubectl logs -n "$1" "$2" 2>&1 | tr '\n' ' ')"
+    kubectl delete -n "$1" "pod/$2" --wait=false >/dev/null
+  }
+  echo "  acme's pod runs psql with the URI in the Secret $release-app (the operator's, named in the app's status):"
+  # kube-proxy has the Service's new endpoint a moment after the operator names the primary.
+  # kube-router lets a new pod's packets through a moment after it has seen the pod: each pod
+  # tries for 20 s (the README's commands).
+  psql_pod orders-client tenant-acme /bin/sh -c \
+    'i=0; until echo select 1 | psql $DATABASE_URL -tA 2>/dev/null; do i=$((i+1)); [ $i -lt 20 ] || { echo select 1 | psql $DATABASE_URL -tA; exit 1; }; busybox sleep 1; done' |
+    "${as_acme[@]}" apply -f - >/dev/null
+  outcome tenant-acme orders-client
+  echo "  beta's pod asks the same server whether it accepts connections:"
+  psql_pod orders-probe tenant-beta /bin/sh -c \
+    "i=0; until pg_isready -q -t 1 -h $release-rw.tenant-acme.svc; do i=\$((i+1)); [ \$i -lt 20 ] || exec pg_isready -t 1 -h $release-rw.tenant-acme.svc; busybox sleep 1; done" |
+    kubectl apply -f - >/dev/null
+  outcome tenant-beta orders-probe
   echo
 }
 

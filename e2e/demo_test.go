@@ -126,6 +126,13 @@ func TestDemo(t *testing.T) {
 		if !slices.Contains(strings.Split(out, "\n"), "    PONG") {
 			t.Errorf("acme's Redis on the real node does not answer PING:\n%s", out)
 		}
+		// acme's Postgres runs there too: acme's pod runs select 1 with the operator's credentials,
+		// and beta's pod gets no answer from the server.
+		if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+			return slices.Equal(strings.Fields(line), []string{"tenant-acme/orders-client:", "1"})
+		}) || !strings.Contains(out, "tenant-beta/orders-probe:") || !strings.Contains(out, ".tenant-acme.svc:5432 - no response") {
+			t.Errorf("acme's Postgres on the real node does not answer acme's select 1, or answers beta:\n%s", out)
+		}
 		// Isolation on packets: a tenant's namespace lets in its own pods, its ancestors' and the
 		// platform's, never a sibling subtree's or a child's (FROM, ACME'S REDIS, DEV'S SERVER).
 		for _, want := range [][]string{

@@ -179,7 +179,7 @@ func TestRealNodeRunsPods(t *testing.T) {
 // startNode starts a control plane with kube-controller-manager and kube-scheduler, and a real
 // node beside it, both stopped when the test ends (the node's logs printed if it failed). The test
 // is skipped without root. NODE_DIR keeps the node's state and logs, to debug a failure.
-func startNode(ctx context.Context, t *testing.T) (*testenv.Env, *node.Node, string) {
+func startNode(ctx context.Context, t testing.TB) (*testenv.Env, *node.Node, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a real node needs root (network namespaces, cgroups, mounts): CI runs as root")
@@ -245,7 +245,7 @@ func podStates(ctx context.Context, k8s client.Client, ns string) string {
 }
 
 // dumpLogs logs the end of each log in dir.
-func dumpLogs(t *testing.T, dir string) {
+func dumpLogs(t testing.TB, dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		raw, _ := os.ReadFile(filepath.Join(dir, e.Name()))

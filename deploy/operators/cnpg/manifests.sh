@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # manifests.sh IMAGE prints CloudNativePG's operator as its own module describes it (config/default:
 # its CRDs, RBAC, webhooks and Deployment, in cnpg-system), at the version libs/builder/cnpg pins,
-# running IMAGE (this directory's image.yaml, as a release builds it into the platform's registry).
+# running IMAGE (repository:tag of this directory's image.yaml, as a release builds it into the
+# platform's registry), its namespace labelled the platform's.
 # Needs kubectl (its kustomize) and the Go module proxy or cache.
 set -euo pipefail
 image=${1:?usage: manifests.sh IMAGE}
@@ -13,5 +14,10 @@ trap 'rm -rf "$overlay"' EXIT
 cat > "$overlay/kustomization.yaml" <<YAML
 resources: [$(realpath --relative-to="$overlay" "$module/config/default")]
 images: [{name: controller, newName: "${image%:*}", newTag: "${image##*:}"}]
+# The operator's namespace is the platform's: tenants' NetworkPolicies let it reach the instance
+# managers of their PostgreSQL pods.
+patches:
+  - target: {kind: Namespace}
+    patch: '[{"op": "add", "path": "/metadata/labels/flotilla.dev~1platform", "value": "true"}]'
 YAML
 kubectl kustomize --load-restrictor LoadRestrictionsNone "$overlay"
