@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,15 +28,7 @@ func BenchmarkCatalogAppsServe(b *testing.B) {
 	const rounds = 5
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	env, n, _ := startNode(ctx, b)
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := n.StartLocalVolumes(ctx); err != nil {
-		b.Fatal(err)
-	}
-	c := catalogNode{ctx: ctx, k8s: env.Client, cs: cs, registry: n.Registry + "/flotilla"}
+	c, _ := startCatalogNode(ctx, b)
 	c.postgresOperator(b)
 	images := map[string]string{}
 	for _, app := range []string{"postgres", "redis"} {
@@ -47,7 +38,8 @@ func BenchmarkCatalogAppsServe(b *testing.B) {
 	clientPod := func(app, ns string, i int, secret, key string, command ...string) string {
 		ctr := corev1.Container{Name: "client", Image: images[app], Command: command,
 			Env: []corev1.EnvVar{{Name: "SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key, Optional: ptr.To(true)}}}}}
+				LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key, Optional: ptr.To(true)}}},
+				{Name: "PGCONNECT_TIMEOUT", Value: "5"}}} // a server not up yet may leave a connection unanswered
 		return c.run(b, ns, fmt.Sprintf("client-%d", i), restrictedPod(ctr))
 	}
 	// firstAnswer tries the client until it prints want; the time from t0.

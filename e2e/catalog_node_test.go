@@ -35,15 +35,7 @@ import (
 func TestCatalogAppsServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	env, n, _ := startNode(ctx, t)
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.StartLocalVolumes(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c := catalogNode{ctx: ctx, k8s: env.Client, cs: cs, registry: n.Registry + "/flotilla"}
+	c, n := startCatalogNode(ctx, t)
 
 	t.Run("redis", func(t *testing.T) {
 		const ns, app = "shop", "cache"
@@ -136,15 +128,7 @@ func TestCatalogAppsServe(t *testing.T) {
 func TestCatalogPostgresServes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	env, n, _ := startNode(ctx, t)
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.StartLocalVolumes(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c := catalogNode{ctx: ctx, k8s: env.Client, cs: cs, registry: n.Registry + "/flotilla"}
+	c, n := startCatalogNode(ctx, t)
 	c.postgresOperator(t)
 
 	const ns, app = "shop", "pg-orders"
@@ -244,6 +228,21 @@ func (c catalogNode) logs(ns string, lines int64) string {
 		fmt.Fprintf(&b, "--- %s/%s (%v)\n%s\n", ns, p.Name, err, raw)
 	}
 	return b.String()
+}
+
+// startCatalogNode starts a real node (startNode) with volumes on its disk (the class local-path),
+// and what installs the catalog's apps there.
+func startCatalogNode(ctx context.Context, t testing.TB) (catalogNode, *node.Node) {
+	t.Helper()
+	env, n, _ := startNode(ctx, t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.StartLocalVolumes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return catalogNode{ctx: ctx, k8s: env.Client, cs: cs, registry: n.Registry + "/flotilla"}, n
 }
 
 // catalogNode installs the catalog's apps on a real node.

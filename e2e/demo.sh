@@ -350,7 +350,7 @@ spec:
     - name: psql
       image: $image
       command: [${args%, }]
-      env: [{name: DATABASE_URL, valueFrom: {secretKeyRef: {name: $release-app, key: uri, optional: true}}}]
+      env: [{name: DATABASE_URL, valueFrom: {secretKeyRef: {name: $release-app, key: uri, optional: true}}}, {name: PGCONNECT_TIMEOUT, value: "3"}]
       resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
       securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 YAML
