@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/release"
-	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/libs/testenv/node"
 )
 
@@ -50,8 +47,7 @@ func TestCatalogAppsServe(t *testing.T) {
 			t.Helper()
 			ctr := corev1.Container{Name: "cli", Image: image, Command: append([]string{"redis-cli", "-h", host}, args...)}
 			if auth {
-				ctr.Env = []corev1.EnvVar{{Name: "REDISCLI_AUTH", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-					LocalObjectReference: corev1.LocalObjectReference{Name: app + "-auth"}, Key: "password"}}}}
+				ctr.Env = []corev1.EnvVar{secretEnv("REDISCLI_AUTH", app+"-auth", "password", false)}
 			}
 			return c.run(t, ns, pod, restrictedPod(ctr))
 		}
@@ -152,8 +148,7 @@ func TestCatalogPostgresServes(t *testing.T) {
 	psql := func(pod, secret, sql string) string {
 		t.Helper()
 		ctr := corev1.Container{Name: "psql", Image: image, Command: []string{"psql", "$(DATABASE_URL)", "-tAc", sql},
-			Env: []corev1.EnvVar{{Name: "DATABASE_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "uri"}}}}}
+			Env: []corev1.EnvVar{secretEnv("DATABASE_URL", secret, "uri", false), pgConnectTimeout}}
 		return c.run(t, ns, pod, restrictedPod(ctr))
 	}
 	if got := psql("select", app+"-app", "select 1"); got != "1" {
@@ -183,21 +178,15 @@ func TestCatalogPostgresServes(t *testing.T) {
 	}
 }
 
-// postgresOperator installs CloudNativePG's operator as its module's own manifests describe it
-// (deploy/operators/cnpg/manifests.sh), its image built here and pulled from the node's registry,
-// and waits until its admission webhooks answer.
+// postgresOperator installs CloudNativePG's operator as a release renders it into the GitOps tree
+// (deploy/operators/cnpg), its image built here and pulled from the node's registry, and waits
+// until its admission webhooks answer.
 func (c catalogNode) postgresOperator(t testing.TB) {
 	t.Helper()
 	ref := c.push(t, filepath.Join(repo, "deploy", "operators", "cnpg", "image.yaml"))
-	bin, err := testenv.BinDir()
+	manifests, err := release.OperatorManifests(c.ctx, repo, filepath.Join(repo, "deploy", "operators", "cnpg"), ref)
 	if err != nil {
 		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", filepath.Join(repo, "deploy", "operators", "cnpg", "manifests.sh"), ref)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-	manifests, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("deploy/operators/cnpg/manifests.sh: %v", err)
 	}
 	for _, o := range decodeAll(t, manifests) {
 		if err := c.k8s.Apply(c.ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("e2e"), client.ForceOwnership); err != nil {
@@ -215,6 +204,16 @@ func (c catalogNode) postgresOperator(t testing.TB) {
 		t.Fatalf("CloudNativePG's webhooks never answered: %v\n%s", last, podStates(c.ctx, c.k8s, "cnpg-system"))
 	}
 }
+
+// secretEnv is an environment variable from a Secret's key.
+func secretEnv(name, secret, key string, optional bool) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key, Optional: &optional}}}
+}
+
+// pgConnectTimeout makes PostgreSQL's clients give a connection up after 5 s: a server still
+// starting may leave one unanswered, and a client would wait for minutes.
+var pgConnectTimeout = corev1.EnvVar{Name: "PGCONNECT_TIMEOUT", Value: "5"}
 
 // logs is the end of the logs of each pod in ns, to explain a failure.
 func (c catalogNode) logs(ns string, lines int64) string {
@@ -321,7 +320,7 @@ func (c catalogNode) serving(t testing.TB, ns, name string, port int) {
 	}
 }
 
-// run runs a pod to its end and returns what it printed.
+// run runs a pod to its end, deletes it and returns what it printed.
 func (c catalogNode) run(t testing.TB, ns, name string, spec corev1.PodSpec) string {
 	t.Helper()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
@@ -337,6 +336,10 @@ func (c catalogNode) run(t testing.TB, ns, name string, spec corev1.PodSpec) str
 	}
 	logs, err := c.cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(c.ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone, so that a tenant's pod quota does not fill with ended pods.
+	if err := c.k8s.Delete(c.ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(logs))

@@ -250,6 +250,40 @@ YAML
   echo
 }
 
+# node_pod NAME NAMESPACE IMAGE SCRIPT [ENV]: a restricted pod on the real node from IMAGE (a catalog
+# app's, which runs as its own non-root user) running SCRIPT with its /bin/sh; ENV its container's
+# env, a YAML list.
+node_pod() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $2}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $name}
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: main
+      image: $3
+      command: [/bin/sh, -c, '$4']
+      env: ${5:-[]}
+      resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+---
+YAML
+}
+
+# pod_output NAMESPACE POD: what a pod of node_pod printed, once it ended (at most 2 minutes); the
+# pod is then deleted.
+pod_output() {
+  for _ in $(seq 120); do
+    case $(kubectl get -n "$1" "pod/$2" -o jsonpath='{.status.phase}') in Succeeded | Failed) break ;; esac
+    sleep 1
+  done
+  kubectl logs -n "$1" "$2" 2>&1
+  kubectl delete -n "$1" "pod/$2" --wait=false >/dev/null
+}
+
 # real_node: the real node localcp starts once its stage is built (root only), and what it runs.
 real_node() {
   if [[ $EUID -ne 0 ]]; then
@@ -300,20 +334,14 @@ YAML
 }
 
 # postgres_on_node: acme's Postgres "orders" runs on the real node. CloudNativePG's operator (built
-# here, in the release; installed from its own module's manifests, deploy/operators/cnpg) runs
+# here, in the release; installed by Flux from the release's GitOps tree, flotilla-operators) runs
 # PostgreSQL 15 of the catalog's image (Debian's packages). A pod of acme's connects with the
 # credentials the operator hands acme's namespace; beta's gets no answer.
 postgres_on_node() {
-  local tag release image
+  local release image
   say "acme's Postgres \"orders\" runs on the real node: PostgreSQL 15 from Debian's packages, run by CloudNativePG's operator (both built here, in the release)"
-  tag=$(sed -n 's/^tag: "\(.*\)"$/\1/p' deploy/operators/cnpg/image.yaml)
-  # Its pod on the real node, not on the Nodes the demo makes by hand (PodNodeSelector). Created,
-  # not applied: applying the manifests server-side takes over what a client-side apply set.
-  kubectl get namespace cnpg-system >/dev/null 2>&1 || kubectl create namespace cnpg-system --dry-run=client -o yaml |
-    kubectl annotate --local -f - "scheduler.alpha.kubernetes.io/node-selector=kubernetes.io/hostname=$name" -o yaml | kubectl create -f - >/dev/null
-  bash deploy/operators/cnpg/manifests.sh "$NODE_REGISTRY/flotilla/catalog-images/cnpg:$tag" 2>/dev/null |
-    kubectl apply --server-side --force-conflicts -f - >/dev/null
-  kubectl rollout status -n cnpg-system deployment/cnpg-controller-manager --timeout=180s >/dev/null
+  # Flux installs the operator from the release's GitOps tree (Kustomization flotilla-operators).
+  kubectl wait -n flux-system kustomization/flotilla-operators --for=condition=Ready --timeout=300s >/dev/null
   # The operator's webhooks answer once it has made their certificate; an order before that fails.
   for _ in $(seq 60); do
     kubectl create --dry-run=server -f - >/dev/null 2>&1 <<'YAML' && break
@@ -335,47 +363,19 @@ YAML
   "${as_acme[@]}" get -n tenant-acme postgres/orders
   kubectl get -n tenant-acme "pod/$release-1" "pod/$release-2" "pvc/$release-1" "pvc/$release-2" -o wide
   image=$(kubectl get -n tenant-acme "pod/$release-1" -o jsonpath='{.spec.containers[0].image}')
-  psql_pod() { # NAME NAMESPACE ARG...: a restricted pod on the node running psql or pg_isready
-    local args
-    args=$(printf '"%s", ' "${@:3}")
-    cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: $2}
-spec:
-  nodeSelector: {kubernetes.io/hostname: $name}
-  restartPolicy: Never
-  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-  containers:
-    - name: psql
-      image: $image
-      command: [${args%, }]
-      env: [{name: DATABASE_URL, valueFrom: {secretKeyRef: {name: $release-app, key: uri, optional: true}}}, {name: PGCONNECT_TIMEOUT, value: "3"}]
-      resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
-      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
-YAML
-  }
-  outcome() { # NAMESPACE POD: what the pod printed once it ended
-    for _ in $(seq 120); do
-      case $(kubectl get -n "$1" "pod/$2" -o jsonpath='{.status.phase}') in Succeeded | Failed) break ;; esac
-      sleep 1
-    done
-    printf '    %s/%s: %s\n' "$1" "$2" "$(kubectl logs -n "$1" "$2" 2>&1 | tr '\n' ' ')"
-    kubectl delete -n "$1" "pod/$2" --wait=false >/dev/null
-  }
   echo "  acme's pod runs psql with the URI in the Secret $release-app (the operator's, named in the app's status):"
-  # kube-proxy has the Service's new endpoint a moment after the operator names the primary.
-  # kube-router lets a new pod's packets through a moment after it has seen the pod: each pod
-  # tries for 20 s (the README's commands).
-  psql_pod orders-client tenant-acme /bin/sh -c \
-    'i=0; until echo select 1 | psql $DATABASE_URL -tA 2>/dev/null; do i=$((i+1)); [ $i -lt 20 ] || { echo select 1 | psql $DATABASE_URL -tA; exit 1; }; busybox sleep 1; done' |
+  # A new pod's packets pass a moment after kube-proxy and kube-router have seen the Service's
+  # endpoint and the pod: each pod tries for 20 s (as the README's commands do).
+  node_pod orders-client tenant-acme "$image" \
+    'i=0; until echo select 1 | psql $DATABASE_URL -tA 2>/dev/null; do i=$((i+1)); [ $i -lt 20 ] || { echo select 1 | psql $DATABASE_URL -tA; exit 1; }; busybox sleep 1; done' \
+    "[{name: DATABASE_URL, valueFrom: {secretKeyRef: {name: $release-app, key: uri}}}, {name: PGCONNECT_TIMEOUT, value: \"3\"}]" |
     "${as_acme[@]}" apply -f - >/dev/null
-  outcome tenant-acme orders-client
+  printf '    tenant-acme/orders-client: %s\n' "$(pod_output tenant-acme orders-client | tr '\n' ' ')"
   echo "  beta's pod asks the same server whether it accepts connections:"
-  psql_pod orders-probe tenant-beta /bin/sh -c \
+  node_pod orders-probe tenant-beta "$image" \
     "i=0; until pg_isready -q -t 1 -h $release-rw.tenant-acme.svc; do i=\$((i+1)); [ \$i -lt 20 ] || exec pg_isready -t 1 -h $release-rw.tenant-acme.svc; busybox sleep 1; done" |
     kubectl apply -f - >/dev/null
-  outcome tenant-beta orders-probe
+  printf '    tenant-beta/orders-probe: %s\n' "$(pod_output tenant-beta orders-probe | tr '\n' ' ')"
   echo
 }
 
@@ -390,25 +390,7 @@ isolation() {
   say "tenant isolation on packets: who reaches acme's Redis and a server in acme's child dev (pods on $name)"
   # The node is in a zone, as beta's SchedulingClass (two-zones) wants of its pods' nodes.
   kubectl label --overwrite node "$name" topology.kubernetes.io/zone=zone-a >/dev/null
-  probe_pod() { # NAME NAMESPACE COMMAND: a restricted pod on the node, from the Redis image
-    cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: $2, labels: {app.kubernetes.io/instance: isolation}}
-spec:
-  nodeSelector: {kubernetes.io/hostname: $name}
-  restartPolicy: Never
-  securityContext: {runAsNonRoot: true, runAsUser: 999, seccompProfile: {type: RuntimeDefault}}
-  containers:
-    - name: probe
-      image: $image
-      command: [/bin/sh, -c, '$3']
-      resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
-      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
----
-YAML
-  }
-  probe_pod isolation-server tenant-acme-dev 'exec redis-server --port 6379 --protected-mode no --save ""' | kubectl apply -f - >/dev/null
+  node_pod isolation-server tenant-acme-dev "$image" 'exec redis-server --port 6379 --protected-mode no --save ""' | kubectl apply -f - >/dev/null
   kubectl wait -n tenant-acme-dev pod/isolation-server --for=condition=Ready --timeout=120s >/dev/null
   dev_ip=$(kubectl get -n tenant-acme-dev pod/isolation-server -o jsonpath='{.status.podIP}')
   # kube-router lets a new pod's packets in once it has seen the pod: each target is tried every
@@ -416,19 +398,17 @@ YAML
   local try='try() { i=0; while [ $i -lt 20 ]; do r=$(busybox timeout 3 redis-cli -h $1 ping 2>&1); case $r in *NOAUTH*|*PONG*) break;; esac; i=$((i+1)); busybox sleep 1; done; echo "$1: $r"; }; '
   try+="try $release.tenant-acme.svc & try $dev_ip & wait"
   local tenants=(tenant-root tenant-acme tenant-acme-dev tenant-beta)
-  for from in "${tenants[@]}"; do probe_pod isolation-client "$from" "$try"; done | kubectl apply -f - >/dev/null
+  for from in "${tenants[@]}"; do node_pod isolation-client "$from" "$image" "$try"; done | kubectl apply -f - >/dev/null
   printf '  %-18s %-22s %s\n' FROM "ACME'S REDIS" "DEV'S SERVER"
   for from in "${tenants[@]}"; do
-    kubectl wait -n "$from" pod/isolation-client --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s >/dev/null
     local out answers=()
-    out=$(kubectl logs -n "$from" isolation-client)
+    out=$(pod_output "$from" isolation-client)
     for t in "$release.tenant-acme.svc" "$dev_ip"; do
       t=$(grep -m1 "^$t: " <<<"$out" | sed "s/^$t: //")
       case $t in *NOAUTH* | *PONG*) answers+=("reached") ;; *) answers+=("refused") ;; esac
     done
     printf '  %-18s %-22s %s\n' "$from" "${answers[0]}" "${answers[1]}"
   done
-  for from in "${tenants[@]}"; do kubectl delete -n "$from" pod/isolation-client --wait=false >/dev/null; done
   kubectl delete -n tenant-acme-dev pod/isolation-server --wait=false >/dev/null
   echo "  (reached: Redis answered, NOAUTH or PONG; refused: no answer for 20 s)"
   echo
@@ -528,6 +508,24 @@ spec:
       patch: '[{"op": "replace", "path": "/spec/values/clusters/addons/repository", "value": "http://127.0.0.1:$charts_port"}]'
     - target: {kind: HelmRelease, name: usage-api}
       patch: '[{"op": "add", "path": "/spec/values/usage", "value": {"metricsURL": "http://$stand_ins:$vm_port", "resolution": "$usage_resolution", "retention": "8760h"}}]'
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: flotilla-operators, namespace: flux-system}
+spec:
+  interval: 10m
+  retryInterval: 30s
+  timeout: 5m
+  sourceRef: {kind: OCIRepository, name: flotilla}
+  path: ./operators
+  prune: true
+  wait: true
+  postBuild:
+    substitute: {FLOTILLA_REGISTRY: "$NODE_REGISTRY/flotilla"}
+  # Their pods on the real node, not on the Nodes the demo makes by hand (PodNodeSelector).
+  patches:
+    - target: {kind: Namespace}
+      patch: '[{"op": "add", "path": "/metadata/annotations/scheduler.alpha.kubernetes.io~1node-selector", "value": "kubernetes.io/hostname=$name"}]'
 YAML
   local hr=(kubectl wait -n flux-system helmreleases --all --timeout=300s)
   # Releases Ready from before (a demo started again) are waited for once the forced upgrade is done.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-dev/flotilla/libs/release"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -48,6 +49,9 @@ func TestFluxTree(t *testing.T) {
 				root := filepath.Join(repo, "deploy", "flux") // the GitOps artifact
 				if k.Spec.SourceRef.Name == "flotilla-catalog" {
 					root = filepath.Join(repo, "deploy", "catalog")
+				}
+				if k.Spec.Path == "./"+release.OperatorsDir { // written by the release: one file per operator
+					root, k.Spec.Path = filepath.Join(repo, "deploy"), "operators"
 				}
 				if _, err := os.Stat(filepath.Join(root, k.Spec.Path)); err != nil {
 					t.Errorf("%s: Kustomization %s points at %s, not in its artifact", path, k.Name, k.Spec.Path)

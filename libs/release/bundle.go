@@ -134,10 +134,21 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 			return nil, err
 		}
 	}
-	// The operators the catalog's kinds need (CloudNativePG for Postgres): their images only.
-	operators, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "operators", "*", "image.yaml"))
-	for _, spec := range operators {
-		if _, err := b.addCatalogImage(ctx, o, spec); err != nil {
+	// The operators the catalog's kinds need (CloudNativePG for Postgres): their images, and their
+	// manifests in the GitOps tree, running those images by digest from the registry prefix.
+	operators := map[string][]byte{}
+	files, _ := filepath.Glob(filepath.Join(o.Repo, "deploy", "operators", "*", "image.yaml"))
+	for _, spec := range files {
+		digests, err := b.addCatalogImage(ctx, o, spec)
+		if err != nil {
+			return nil, err
+		}
+		s, err := ReadCatalogImageSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		ref := "${FLOTILLA_REGISTRY}/" + CatalogImages + "/" + s.Name + "@" + digests[s.Tag]
+		if operators[OperatorsDir+"/"+s.Name+".yaml"], err = OperatorManifests(ctx, o.Repo, filepath.Dir(spec), ref); err != nil {
 			return nil, err
 		}
 	}
@@ -154,11 +165,11 @@ func Build(ctx context.Context, o Options) (*Bundle, error) {
 			return body, nil
 		}
 		return replaceOnce(body, versionPlaceholder, fmt.Sprintf("${1}FLOTILLA_VERSION: %q", o.Meta.Version), "deploy/flux/"+rel)
-	}, o.Meta, "flotilla-gitops")
+	}, operators, o.Meta, "flotilla-gitops")
 	if err != nil {
 		return nil, err
 	}
-	catalog, err := FluxArtifact(filepath.Join(o.Repo, "deploy", "catalog"), nil, o.Meta, "flotilla-catalog")
+	catalog, err := FluxArtifact(filepath.Join(o.Repo, "deploy", "catalog"), nil, nil, o.Meta, "flotilla-catalog")
 	if err != nil {
 		return nil, err
 	}

@@ -102,8 +102,8 @@ func TestCatalogImageOfDebianPackages(t *testing.T) {
 }
 
 // A release pins each catalog chart's image by digest: every image the chart renders, as the
-// release packages it, is <the platform's registry>/catalog-images/<app>@<digest> for the tag its
-// image.yaml builds.
+// release packages it, is <the platform's registry>/catalog-images/<app>:<tag>@<digest> for the tag
+// its image.yaml builds (the tag kept: CloudNativePG reads PostgreSQL's version from it).
 func TestCatalogChartsPinTheirImages(t *testing.T) {
 	helm, err := exec.LookPath("helm")
 	if err != nil {
@@ -133,7 +133,7 @@ func TestCatalogChartsPinTheirImages(t *testing.T) {
 		if err != nil {
 			t.Fatalf("helm template %s: %v\n%s", spec.Name, err, out)
 		}
-		want, images := "mirror.example/flotilla/"+CatalogImages+"/"+spec.Name+"@"+digest, 0
+		want, images := "mirror.example/flotilla/"+CatalogImages+"/"+spec.Name+":"+spec.Tag+"@"+digest, 0
 		for line := range strings.Lines(string(out)) {
 			// A Pod's image, or the image of an operator's kind (CloudNativePG's Cluster: imageName).
 			line = strings.TrimSpace(line)

@@ -15,8 +15,8 @@ import (
 
 // FluxArtifact is the directory dir as the OCI artifact an OCIRepository reads (what `flux push
 // artifact` makes): fluxcd/pkg/oci's archive of it, with rewrite applied to its files first
-// (nil: none).
-func FluxArtifact(dir string, rewrite func(rel string, body []byte) ([]byte, error), m Meta, title string) (v1.Image, error) {
+// (nil: none) and the files of add (by slash-separated path) added.
+func FluxArtifact(dir string, rewrite func(rel string, body []byte) ([]byte, error), add map[string][]byte, m Meta, title string) (v1.Image, error) {
 	stage, err := os.MkdirTemp("", "flotilla-flux-")
 	if err != nil {
 		return nil, err
@@ -25,6 +25,18 @@ func FluxArtifact(dir string, rewrite func(rel string, body []byte) ([]byte, err
 	src := filepath.Join(stage, "src")
 	if err := os.CopyFS(src, os.DirFS(dir)); err != nil {
 		return nil, err
+	}
+	for rel, body := range add {
+		path := filepath.Join(src, filepath.FromSlash(rel))
+		if _, err := os.Stat(path); err == nil {
+			return nil, fmt.Errorf("%s: already in %s", rel, dir)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	// The archive keeps modes: make them the same on every machine, whatever its umask.
 	err = filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {

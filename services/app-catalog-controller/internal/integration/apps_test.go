@@ -160,7 +160,7 @@ spec:
 		t.Fatalf("kubectl wait: %v\n%s", err, out)
 	}
 	out, err = kubectl(t, "", "get", "-n", ns, "postgres")
-	if err != nil || !strings.Contains(out, "VERSION") || !strings.Contains(out, "0.1.1") {
+	if err != nil || !strings.Contains(out, "VERSION") || !strings.Contains(out, "0.1.2") {
 		t.Fatalf("kubectl get: %v\n%s", err, out)
 	}
 

@@ -24,7 +24,7 @@ sets (flotilla.registry, its mirror), by the digest a release pinned. */}}
 {{- define "etcd.image" -}}
 {{- $tag := "3.7.0" }}
 {{- $repository := printf "%s/catalog-images/etcd" (.Values.flotilla.registry | default "ghcr.io/flotilla-dev") }}
-{{- with index (.Values.flotilla.imageDigests | default dict) $tag }}{{ $repository }}@{{ . }}{{ else }}{{ $repository }}:{{ $tag }}{{ end }}
+{{- with index (.Values.flotilla.imageDigests | default dict) $tag }}{{ $repository }}:{{ $tag }}@{{ . }}{{ else }}{{ $repository }}:{{ $tag }}{{ end }}
 {{- end }}
 
 {{/* The peers' stable names (the headless Service's domain). */}}

@@ -18,5 +18,5 @@ app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- $tags := dict "7.0" "7.0" }}
 {{- $tag := index $tags (toString .Values.version) | required (printf "unsupported Redis version %q" (toString .Values.version)) }}
 {{- $repository := printf "%s/catalog-images/redis" (.Values.flotilla.registry | default "ghcr.io/flotilla-dev") }}
-{{- with index (.Values.flotilla.imageDigests | default dict) $tag }}{{ $repository }}@{{ . }}{{ else }}{{ $repository }}:{{ $tag }}{{ end }}
+{{- with index (.Values.flotilla.imageDigests | default dict) $tag }}{{ $repository }}:{{ $tag }}@{{ . }}{{ else }}{{ $repository }}:{{ $tag }}{{ end }}
 {{- end }}
