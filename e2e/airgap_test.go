@@ -52,6 +52,7 @@ import (
 // The platform runs as pods on a real node (libs/testenv/node): containerd pulls every image from
 // the mirror by the release's digest, Flux's health checks wait for real rollouts, and every
 // Flotilla pod must be Ready without a restart and its webhooks answer through their Services.
+// Then it serves customers (customersOrderApps): tenants order apps that run and answer.
 func TestAirGappedInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a release")
@@ -140,6 +141,7 @@ func TestAirGappedInstall(t *testing.T) {
 			t.Errorf("%s %s changed in the upgrade: generation %d → %d", o.GetKind(), o.GetName(), o.GetGeneration(), now.GetGeneration())
 		}
 	}
+	customersOrderApps(ctx, t, c)
 }
 
 // airGapped is a fresh control plane with a real node and a registry mirror on the node's link,
@@ -355,6 +357,24 @@ func installed(ctx context.Context, t testing.TB, k8s client.Client, b *release.
 		if digests[release.CatalogImages+"/"+app] == "" {
 			t.Errorf("release %s: no image %s/%s in the bundle", version, release.CatalogImages, app)
 		}
+	}
+	// The operators the catalog's kinds need, from the GitOps tree: CloudNativePG's running the
+	// bundle's image from the mirror (their Kustomization waits for their workloads).
+	operators := &kustomizev1.Kustomization{}
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: testenv.FluxNamespace, Name: "flotilla-operators"}, operators); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return meta.IsStatusConditionTrue(operators.Status.Conditions, "Ready") && strings.HasPrefix(operators.Status.LastAppliedRevision, version+"@"), nil
+	})
+	if err != nil {
+		t.Fatalf("release %s: the operators not installed: %v\n%s%s", version, err, fluxReport(ctx, k8s), podStates(ctx, k8s, "cnpg-system"))
+	}
+	cnpg := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: "cnpg-system", Name: "cnpg-controller-manager"}, cnpg); err != nil {
+		t.Error(err)
+	} else if want := mirror + "/" + release.CatalogImages + "/cnpg@" + digests[release.CatalogImages+"/cnpg"]; cnpg.Spec.Template.Spec.Containers[0].Image != want {
+		t.Errorf("CloudNativePG's operator runs %s, want %s", cnpg.Spec.Template.Spec.Containers[0].Image, want)
 	}
 	apps := &appsv1.Deployment{}
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: "flotilla-system", Name: "app-catalog-controller-apiserver"}, apps); err != nil {
