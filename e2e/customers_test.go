@@ -69,11 +69,6 @@ func customersOrderApps(ctx context.Context, t *testing.T, c *airGapped) {
 
 	// acme's pods, with the credentials the apps' statuses name.
 	pgHost, redisHost := outputs(pg, "Service")+"."+ns+".svc", outputs(redis, "Service")+"."+ns+".svc"
-	// A new pod's first packets may be refused until kube-proxy and kube-router have seen the
-	// Service's endpoints and the pod: each client tries for 20 s.
-	retrying := func(command, want string) []string {
-		return []string{"/bin/sh", "-c", `i=0; until out=$(` + command + ` 2>&1); [ "$out" = "` + want + `" ]; do i=$((i+1)); [ $i -lt 20 ] || break; busybox sleep 1; done; echo "$out"`}
-	}
 	if got := acme.run(t, ns, "psql", restrictedPod(corev1.Container{Name: "psql", Image: pgImage,
 		Command: retrying(`psql "$DATABASE_URL" -tAc "select 1"`, "1"),
 		Env:     []corev1.EnvVar{secretEnv("DATABASE_URL", outputs(pg, "Secret"), "uri", false), pgConnectTimeout}})); got != "1" {
@@ -194,6 +189,14 @@ func customers(ctx context.Context, t testing.TB, c *airGapped) (acme, beta seat
 		current(ctx, t, platform, tenant)
 	}
 	return seat(ctx, t, c, "admin@acme.example", "tenant-acme-admin"), seat(ctx, t, c, "admin@beta.example", "tenant-beta-admin")
+}
+
+// retrying is a container's command that runs command (a program and its arguments, in shell
+// words) until it prints want, each try for at most 5 s, every second for 20 tries, and prints
+// what it printed last. A new pod's first packets may be refused or dropped until kube-proxy and
+// kube-router have seen the Service's endpoints and the pod, as they are for any customer's pod.
+func retrying(command, want string) []string {
+	return []string{"/bin/sh", "-c", `i=0; until out=$(busybox timeout 5 ` + command + ` 2>&1); [ "$out" = "` + want + `" ]; do i=$((i+1)); [ $i -lt 20 ] || break; busybox sleep 1; done; echo "$out"`}
 }
 
 // seatClient is a tenant's user as kube-apiserver knows it: a name and an OIDC group, impersonated.
