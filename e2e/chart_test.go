@@ -15,6 +15,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -465,6 +466,11 @@ func TestClusterWideRightsTable(t *testing.T) {
 			if role == nil { // a role the chart does not define: Kubernetes' own
 				rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), "ClusterRole " + b.RoleRef.Name, "all it holds"}, " | "))
 				continue
+			}
+			if role.AggregationRule != nil { // rights others grant it, by label
+				for _, sel := range role.AggregationRule.ClusterRoleSelectors {
+					rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), "ClusterRoles labelled " + metav1.FormatLabelSelector(&sel), "what they hold"}, " | "))
+				}
 			}
 			for _, rule := range role.Rules {
 				var what []string

@@ -3,12 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -22,9 +22,9 @@ import (
 // customersOrderApps: the platform installed from its release (TestAirGappedInstall's) serves its
 // customers. The platform team makes tenants acme and beta; acme's admin, a user the platform knows
 // only by an OIDC group, orders Postgres and Redis through the apps API from its own seat, with
-// volumes on the node's disk. Each answers a pod of acme's with the credentials its status names.
-// A probe from a pod of beta's gets no answer from either, while the same probe from acme's pod
-// does. Deleted by acme's admin, each leaves what its volume policy says: Postgres (Retain) its
+// volumes on the node's disk. Each is Ready once its pods are, and answers a pod of acme's with
+// the credentials its status names. A probe from a pod of beta's gets no answer from either, while
+// the same probe from acme's pod, and from one of acme's child tenant dev, does. Deleted by acme's admin, each leaves what its volume policy says: Postgres (Retain) its
 // volumes, released from the app, and nothing else; Redis (Delete) nothing. An app whose pods the
 // tenant's LimitRange refuses says so in its status.
 // (etcd is a tenant service the platform orders, and serves in TestCatalogAppsServe; the VM and
@@ -59,10 +59,17 @@ func customersOrderApps(ctx context.Context, t *testing.T, c *airGapped) {
 	}
 	pgRelease, _, _ := unstructured.NestedString(pg.Object, "status", "releaseName")
 	redisRelease, _, _ := unstructured.NestedString(redis.Object, "status", "releaseName")
-	// (An app is Ready once nothing keeps its pods from starting; they may still be starting.)
+	// An app is Ready once its pods are (its definition's readiness): no waiting here.
 	image := func(pod string) string {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
-		ready(ctx, t, platform, p, "")
+		p := &corev1.Pod{}
+		if err := platform.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod}, p); err != nil {
+			t.Fatalf("the pod %s of a Ready app: %v", pod, err)
+		}
+		if !slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		}) {
+			t.Errorf("the app of pod %s is Ready, the pod is not: %+v", pod, p.Status.Conditions)
+		}
 		return p.Spec.Containers[0].Image
 	}
 	pgImage, redisImage := image(pgRelease+"-1"), image(redisRelease+"-0")
@@ -88,10 +95,22 @@ func customersOrderApps(ctx context.Context, t *testing.T, c *airGapped) {
 probe %s 5432 & probe %s 6379 & wait`, tries, pgHost, redisHost)
 		return s.run(t, ns, "probe", restrictedPod(corev1.Container{Name: "probe", Image: redisImage, Command: []string{"/bin/sh", "-c", script}}))
 	}
-	fromAcme, fromBeta := probe(acme, ns, 20), probe(beta, "tenant-beta", 10)
+	// acme's child tenant dev, made by acme's admin from its seat: its pods are of acme's line of
+	// the tree, which acme's namespace lets in (a pod of dev's is run from acme's seat: an
+	// ancestor's admin acts in its descendants' namespaces).
+	dev := app("tenancy.flotilla.dev/v1alpha1", "Tenant", ns, "dev", map[string]any{
+		"resourceQuotas": map[string]any{"requests.cpu": "1", "requests.memory": "1Gi", "count/pods": "5"}, "limitRange": limitRange})
+	if err := acme.k8s.Create(ctx, dev); err != nil {
+		t.Fatalf("acme's admin makes its child tenant dev: %v", err)
+	}
+	current(ctx, t, acme.k8s, dev)
+	fromAcme, fromDev, fromBeta := probe(acme, ns, 20), probe(acme, "tenant-acme-dev", 20), probe(beta, "tenant-beta", 10)
 	for _, host := range []string{pgHost, redisHost} {
 		if !strings.Contains(fromAcme, host+" answered") {
 			t.Errorf("acme's probe of its own %s: want an answer, got\n%s", host, fromAcme)
+		}
+		if !strings.Contains(fromDev, host+" answered") {
+			t.Errorf("the probe of acme's child dev, of acme's %s: want an answer, got\n%s", host, fromDev)
 		}
 		if !strings.Contains(fromBeta, host+" silent") {
 			t.Errorf("beta's probe of acme's %s: want no answer, got\n%s", host, fromBeta)
@@ -169,6 +188,9 @@ probe %s 5432 & probe %s 6379 & wait`, tries, pgHost, redisHost)
 	}
 }
 
+// limitRange is the customers' tenants' default container resources.
+var limitRange = map[string]any{"default": map[string]any{"cpu": "500m", "memory": "512Mi"}, "defaultRequest": map[string]any{"cpu": "50m", "memory": "64Mi"}}
+
 // customers makes, as a platform team does, tenants acme and beta (with quotas and default
 // resources, as a provider sells them) under the root tenant of the GitOps tree, and volumes on
 // the node's disk (the class local-path); it returns their admins' seats.
@@ -181,8 +203,7 @@ func customers(ctx context.Context, t testing.TB, c *airGapped) (acme, beta seat
 	current(ctx, t, platform, app("tenancy.flotilla.dev/v1alpha1", "Tenant", "tenant-root", "root", nil))
 	for _, name := range []string{"acme", "beta"} {
 		tenant := app("tenancy.flotilla.dev/v1alpha1", "Tenant", "tenant-root", name, map[string]any{
-			"resourceQuotas": map[string]any{"requests.cpu": "8", "requests.memory": "16Gi", "count/pods": "50"},
-			"limitRange":     map[string]any{"default": map[string]any{"cpu": "500m", "memory": "512Mi"}, "defaultRequest": map[string]any{"cpu": "50m", "memory": "64Mi"}}})
+			"resourceQuotas": map[string]any{"requests.cpu": "8", "requests.memory": "16Gi", "count/pods": "50"}, "limitRange": limitRange})
 		if err := platform.Create(ctx, tenant); err != nil {
 			t.Fatal(err)
 		}

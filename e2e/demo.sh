@@ -310,8 +310,9 @@ spec: {storage: {storageClass: local-path}}
 YAML
   local release
   release=$(kubectl get helmreleases -A -l apps.flotilla.dev/kind=Redis,apps.flotilla.dev/name=sessions -o jsonpath='{.items[0].spec.releaseName}')
-  kubectl wait -n tenant-acme --for=create "pod/$release-0" --timeout=120s >/dev/null
-  kubectl wait -n tenant-acme --for=condition=Ready "pod/$release-0" --timeout=240s >/dev/null
+  # Ready once its server answers (its definition waits for its pods).
+  "${as_acme[@]}" wait -n tenant-acme redis/sessions --for=condition=Ready --timeout=300s >/dev/null
+  "${as_acme[@]}" get -n tenant-acme redis/sessions
   kubectl get -n tenant-acme "pod/$release-0" "pvc/data-$release-0" -o wide
   echo "  \$ kubectl exec -n tenant-acme $release-0 -- redis-cli ping   # as acme's admin"
   "${as_acme[@]}" exec -n tenant-acme "$release-0" -- redis-cli ping 2>&1 | sed 's/^/    /'
@@ -325,7 +326,7 @@ kind: Redis
 metadata: {name: toobig, namespace: tenant-acme}
 spec: {storage: {storageClass: local-path}, resources: {cpu: "8"}, volumePolicy: Delete}
 YAML
-  "${as_acme[@]}" wait -n tenant-acme redis/toobig --for=condition=Ready=false --timeout=120s >/dev/null || true
+  "${as_acme[@]}" wait -n tenant-acme redis/toobig --for=jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'=PodsCannotStart --timeout=120s >/dev/null || true
   "${as_acme[@]}" get -n tenant-acme redis/toobig
   echo "  \$ kubectl get -n tenant-acme redis/toobig -o jsonpath='{.status.message}'   # as acme's admin"
   "${as_acme[@]}" get -n tenant-acme redis/toobig -o jsonpath='{.status.message}{"\n"}' | sed 's/^/    /'
@@ -360,7 +361,7 @@ YAML
   done
   kubectl wait -n tenant-acme "clusters.postgresql.cnpg.io/$release" --for=condition=Ready --timeout=120s >/dev/null
   "${as_acme[@]}" wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=60s >/dev/null
-  "${as_acme[@]}" get -n tenant-acme postgres/orders
+  "${as_acme[@]}" get -n tenant-acme postgres/orders -o wide
   kubectl get -n tenant-acme "pod/$release-1" "pod/$release-2" "pvc/$release-1" "pvc/$release-2" -o wide
   image=$(kubectl get -n tenant-acme "pod/$release-1" -o jsonpath='{.spec.containers[0].image}')
   echo "  acme's pod runs psql with the URI in the Secret $release-app (the operator's, named in the app's status):"
@@ -380,8 +381,8 @@ YAML
 }
 
 # isolation RELEASE: tenant isolation proven on packets. The tenant-controller's NetworkPolicies
-# (enforced on the node by kube-router) let into a tenant's namespace its own pods, its ancestors'
-# and the platform's, never a sibling subtree's or a child's. A pod of each tenant at every depth
+# (enforced on the node by kube-router) let into a tenant's namespace its own pods, its ancestors',
+# its descendants' and the platform's, never a sibling subtree's. A pod of each tenant at every depth
 # tries acme's Redis (RELEASE, through its Service's name) and a server in acme's child dev (by
 # its address) for 20 s; whether one answered is printed.
 isolation() {
@@ -610,7 +611,7 @@ YAML
   echo "  Cluster API's view (its real managers):"
   kubectl get -n "$ns" machines.cluster.x-k8s.io | sed 's/^/    /'
   echo "  the etcd of each tenant hosting one (etcd: true), ordered by the catalog as an app; its pods cannot run here, and it says so:"
-  kubectl wait etcds.apps.flotilla.dev --all -A --for=condition=Ready=false --timeout=120s >/dev/null 2>&1 || true
+  kubectl wait etcds.apps.flotilla.dev --all -A --for=jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'=PodsCannotStart --timeout=120s >/dev/null 2>&1 || true
   kubectl get etcds.apps.flotilla.dev -A -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,STATUS:.status.message' | sed 's/^/    /'
   echo "  the Kamaji DataStore of its tenant's etcd (the stand-in keeps every control plane on the platform's etcd):"
   kubectl get datastores.kamaji.clastix.io -l cluster.flotilla.dev/etcd-namespace \
@@ -831,12 +832,18 @@ up() {
 
   # Every part built by now joins (warm: all of them), the core having answered first.
   await flux
-  say "ordering a Postgres in tenant acme (deploy/examples/apps/)"
+  say "ordering a Postgres in tenant acme (deploy/examples/apps/): installed, and Ready once PostgreSQL runs (on the real node)"
   # The kinds are served once the aggregator has the apps apiserver Available and has refetched
   # its discovery (at once when the apiserver annotates its APIService, else within a minute).
   kubectl wait apiservice v1alpha1.apps.flotilla.dev --for=condition=Available --timeout=120s >/dev/null
   apply_retrying deploy/examples/apps/ 240 apps_diagnostics
-  kubectl wait -n tenant-acme postgres/orders --for=condition=Ready --timeout=180s >/dev/null
+  # Installed: its release is, and the app waits for its database (PodsStarting), or has it.
+  for _ in $(seq 90); do
+    case $(kubectl get -n tenant-acme postgres/orders -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}') in
+      PodsStarting | *Succeeded) break ;;
+    esac
+    sleep 2
+  done
   kubectl get -n tenant-acme postgres -o wide
   echo
 
@@ -856,7 +863,7 @@ kind: Redis
 metadata: {name: cache, namespace: tenant-acme}
 spec: {replicas: 1}
 YAML
-  "${as_acme[@]}" wait -n tenant-acme redis/cache --for=condition=Ready=false --timeout=120s
+  "${as_acme[@]}" wait -n tenant-acme redis/cache --for=jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'=PodsCannotStart --timeout=120s
   "${as_acme[@]}" get -n tenant-acme postgres,redis
   echo "  \$ kubectl get -n tenant-acme redis/cache -o jsonpath='{.status.message}'   # no default StorageClass here, so its claim names none"
   "${as_acme[@]}" get -n tenant-acme redis/cache -o jsonpath='{.status.message}{"\n"}' | sed 's/^/    /'

@@ -68,7 +68,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	ordered, replicated := false, false
+	starting, ordered, replicated := false, false, false
 	zones := map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
@@ -76,12 +76,18 @@ func TestDemo(t *testing.T) {
 		if len(f) == 5 && strings.HasPrefix(f[0], "web-") && f[1] == "on" && f[3] == "in" {
 			zones[f[4]] = true
 		}
+		// NAME READY VERSION STATUS AGE: acme's Postgres, installed and waiting for its database
+		// (no operator runs before the node), then Ready once it runs there (as root).
+		starting = starting || (len(f) >= 4 && f[0] == "orders" && f[1] == "False" && strings.Contains(line, "waiting for"))
 		ordered = ordered || (len(f) >= 2 && f[0] == "orders" && f[1] == "True")
 		// NAME REPLICAS SPREAD LARGEST READY: the storage policy on the LINSTOR test double.
 		replicated = replicated || (len(f) >= 5 && f[0] == "replicated" && f[3] == "100Gi" && f[4] == "True")
 	}
-	if !ordered {
-		t.Errorf("the Postgres orders is not shown Ready:\n%s", out)
+	if !starting {
+		t.Errorf("the Postgres orders is not shown installed and waiting for its database:\n%s", out)
+	}
+	if !ordered && os.Geteuid() == 0 {
+		t.Errorf("the Postgres orders is not shown Ready once it runs on the real node:\n%s", out)
 	}
 	if !replicated {
 		t.Errorf("the StoragePolicy replicated is not shown Ready with its capacity:\n%s", out)
@@ -133,12 +139,12 @@ func TestDemo(t *testing.T) {
 		}) || !strings.Contains(out, "tenant-beta/orders-probe:") || !strings.Contains(out, ".tenant-acme.svc:5432 - no response") {
 			t.Errorf("acme's Postgres on the real node does not answer acme's select 1, or answers beta:\n%s", out)
 		}
-		// Isolation on packets: a tenant's namespace lets in its own pods, its ancestors' and the
-		// platform's, never a sibling subtree's or a child's (FROM, ACME'S REDIS, DEV'S SERVER).
+		// Isolation on packets: a tenant's namespace lets in its own pods, its ancestors', its
+		// descendants' and the platform's, never a sibling subtree's (FROM, ACME'S REDIS, DEV'S SERVER).
 		for _, want := range [][]string{
 			{"tenant-root", "reached", "reached"},
 			{"tenant-acme", "reached", "reached"},
-			{"tenant-acme-dev", "refused", "reached"},
+			{"tenant-acme-dev", "reached", "reached"},
 			{"tenant-beta", "refused", "refused"},
 		} {
 			if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool { return slices.Equal(strings.Fields(line), want) }) {

@@ -10,8 +10,10 @@ require (
 	github.com/flotilla-dev/flotilla/services/app-catalog-controller/api v0.0.0
 	github.com/flotilla-dev/flotilla/services/tenant-controller/api v0.0.0
 	github.com/fluxcd/helm-controller/api v1.6.5
+	github.com/fluxcd/pkg/apis/kustomize v1.19.2
 	github.com/fluxcd/pkg/apis/meta v1.33.0
 	github.com/fluxcd/source-controller/api v1.9.6
+	github.com/google/cel-go v0.29.2
 	github.com/google/go-containerregistry v0.21.6
 	github.com/spf13/pflag v1.1.0
 	go.uber.org/zap v1.27.1
@@ -47,7 +49,6 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fluxcd/pkg/apis/acl v0.10.0 // indirect
-	github.com/fluxcd/pkg/apis/kustomize v1.19.2 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.2 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
@@ -68,7 +69,6 @@ require (
 	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/google/cel-go v0.29.2 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect

@@ -198,17 +198,27 @@ type Release struct {
 	Interval *metav1.Duration `json:"interval,omitempty"`
 }
 
-// Readiness of an app.
+// Readiness of an app: what must be ready, beyond its Helm release being installed, for the app
+// to be Ready. The app-catalog-controller judges it and the apps API shows it (Helm's own wait is
+// not used: it would hold one of helm-controller's workers for as long as an app cannot start,
+// and a tenant's apps that never start would hold them all).
 type Readiness struct {
-	// Wait: the app is Ready only once Helm has waited for the chart's objects to be ready
-	// (kstatus). Off by default: then the release being installed is enough.
+	// Wait: the app is Ready only once the release's StatefulSets and Deployments (those labelled
+	// app.kubernetes.io/instance with its name, Helm's convention) have every replica ready and up
+	// to date (kstatus).
+	// Off by default: then the release being installed, with no pod failing, is enough.
 	// +optional
 	Wait bool `json:"wait,omitempty"`
-	// HealthChecks are CEL expressions judging the chart's custom resources (Flux's
-	// healthCheckExprs); they imply Wait.
+	// HealthChecks are CEL expressions judging the release's custom resources of a kind (Flux's
+	// healthCheckExprs: inProgress, failed, current; objects found by the same label); they imply
+	// Wait. The app-catalog-controller must be allowed to list that kind (a ClusterRole labelled
+	// catalog.flotilla.dev/aggregate-to-readiness).
 	// +optional
 	HealthChecks []kustomize.CustomHealthCheck `json:"healthChecks,omitempty"`
 }
+
+// Waits reports whether the app is Ready only once its workloads are.
+func (r Readiness) Waits() bool { return r.Wait || len(r.HealthChecks) > 0 }
 
 // VolumePolicy is what happens to an app's PersistentVolumeClaims when the app is deleted.
 // +kubebuilder:validation:Enum=Delete;Retain

@@ -27,6 +27,9 @@ const (
 	// PodsCannotStartReason: an app's Helm release is installed, but its pods cannot start
 	// (AnnotationWorkloads says why).
 	PodsCannotStartReason = "PodsCannotStart"
+	// PodsStartingReason: an app whose definition asks for readiness is installed, but its pods
+	// (or the objects its health checks judge) are not ready yet (AnnotationStarting says which).
+	PodsStartingReason = "PodsStarting"
 )
 
 // Labels and annotations on the objects the catalog writes.
@@ -64,6 +67,10 @@ const (
 	// AnnotationWorkloads, on an app's HelmRelease, says why the app's pods cannot start; absent
 	// while they can. The app-catalog-controller writes it; the app is not Ready while it is set.
 	AnnotationWorkloads = "apps.flotilla.dev/workloads"
+	// AnnotationStarting, on the HelmRelease of an app whose definition asks for readiness, says
+	// what of the app is not ready yet; absent once all of it is. The apps API sets it with each
+	// new generation, the app-catalog-controller removes it; the app is not Ready while it is set.
+	AnnotationStarting = "apps.flotilla.dev/starting"
 )
 
 // PlatformValuesKey is the top-level values key the platform fills (tenant, shared services);

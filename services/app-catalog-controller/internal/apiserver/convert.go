@@ -11,6 +11,7 @@ import (
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -117,7 +118,10 @@ func runtimeStatus(k *catalog.Kind, hr *helmv2.HelmRelease) (map[string]any, err
 }
 
 // appStatus mirrors the HelmRelease's Ready condition in kstatus terms. The HelmRelease's
-// condition counts only once helm-controller has observed its current generation.
+// condition counts only once it is about the HelmRelease's current generation. Pods that cannot
+// start (the workloads annotation) keep an app from being Ready whatever its release says; an
+// installed release whose definition asks for readiness is Ready once the app-catalog-controller
+// has found what it waits for ready (it removes the starting annotation).
 func appStatus(k *catalog.Kind, hr *helmv2.HelmRelease) AppStatus {
 	st := AppStatus{ReleaseName: hr.Name}
 	if latest := hr.Status.History.Latest(); latest != nil {
@@ -138,6 +142,7 @@ func appStatus(k *catalog.Kind, hr *helmv2.HelmRelease) AppStatus {
 	if ready != nil {
 		at = ready.LastTransitionTime
 	}
+	observed := ready != nil && hr.Status.ObservedGeneration == hr.Generation
 	switch {
 	case hr.DeletionTimestamp != nil:
 		st.Message = "the app is being deleted: its Helm release is uninstalled"
@@ -145,18 +150,33 @@ func appStatus(k *catalog.Kind, hr *helmv2.HelmRelease) AppStatus {
 			cond(meta.ReadyCondition, metav1.ConditionFalse, meta.DeletingReason, st.Message, *hr.DeletionTimestamp),
 			cond(meta.ReconcilingCondition, metav1.ConditionTrue, meta.DeletingReason, st.Message, *hr.DeletionTimestamp),
 		}
-	case ready == nil || hr.Status.ObservedGeneration != hr.Generation:
+	case hr.Annotations[catalogv1.AnnotationWorkloads] != "":
+		// Its pods cannot start: not Ready until they can (or its spec changes).
+		st.Message = hr.Annotations[catalogv1.AnnotationWorkloads]
+		st.Conditions = []metav1.Condition{
+			cond(meta.ReadyCondition, metav1.ConditionFalse, catalogv1.PodsCannotStartReason, st.Message, at),
+			cond(meta.ReconcilingCondition, metav1.ConditionTrue, catalogv1.PodsCannotStartReason, st.Message, at),
+		}
+	case !observed && ready != nil && ready.ObservedGeneration == hr.Generation:
+		// helm-controller is acting on this generation (installing, or waiting for what it
+		// installed to be ready) and says so.
+		st.Message = ready.Message
+		st.Conditions = []metav1.Condition{
+			cond(meta.ReadyCondition, metav1.ConditionUnknown, ready.Reason, st.Message, at),
+			cond(meta.ReconcilingCondition, metav1.ConditionTrue, ready.Reason, st.Message, at),
+		}
+	case !observed:
 		st.Message = fmt.Sprintf("waiting for helm-controller to act on generation %d", hr.Generation)
 		st.Conditions = []metav1.Condition{
 			cond(meta.ReadyCondition, metav1.ConditionUnknown, meta.ProgressingReason, st.Message, at),
 			cond(meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, st.Message, at),
 		}
-	case ready.Status == metav1.ConditionTrue && hr.Annotations[catalogv1.AnnotationWorkloads] != "":
-		// Installed, but its pods cannot start: not Ready until they can (or its spec changes).
-		st.Message = hr.Annotations[catalogv1.AnnotationWorkloads]
+	case ready.Status == metav1.ConditionTrue && hr.Annotations[catalogv1.AnnotationStarting] != "":
+		// Installed; its definition asks for its pods (or what its health checks judge) to be ready.
+		st.Message = hr.Annotations[catalogv1.AnnotationStarting]
 		st.Conditions = []metav1.Condition{
-			cond(meta.ReadyCondition, metav1.ConditionFalse, catalogv1.PodsCannotStartReason, st.Message, at),
-			cond(meta.ReconcilingCondition, metav1.ConditionTrue, catalogv1.PodsCannotStartReason, st.Message, at),
+			cond(meta.ReadyCondition, metav1.ConditionFalse, catalogv1.PodsStartingReason, st.Message, at),
+			cond(meta.ReconcilingCondition, metav1.ConditionTrue, catalogv1.PodsStartingReason, st.Message, at),
 		}
 	case ready.Status == metav1.ConditionTrue:
 		st.ObservedGeneration = hr.Generation
@@ -215,6 +235,7 @@ func platformValues(k *catalog.Kind, name string, ns *corev1.Namespace, registry
 // the app's current one on update, whose status and foreign fields are kept.
 func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.Namespace, registry string, hr *helmv2.HelmRelease) error {
 	def := k.Definition.Spec
+	before := hr.Spec.DeepCopy()
 	spec, _ := app.Object["spec"].(map[string]any)
 	values := maps.Clone(spec)
 	if values == nil {
@@ -241,13 +262,15 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 	hr.Labels[catalogv1.LabelAppKind] = k.GVK.Kind
 	hr.Labels[catalogv1.LabelAppName] = app.GetName()
 	hr.Labels[catalogv1.LabelDefinition] = k.Definition.Name
-	workloads := hr.Annotations[catalogv1.AnnotationWorkloads] // the controller's, kept across updates
+	kept := hr.Annotations // the app-catalog-controller's, kept across updates
 	hr.Annotations = userKeys(app.GetAnnotations())
 	if hr.Annotations == nil {
 		hr.Annotations = map[string]string{}
 	}
-	if workloads != "" {
-		hr.Annotations[catalogv1.AnnotationWorkloads] = workloads
+	for _, key := range []string{catalogv1.AnnotationWorkloads, catalogv1.AnnotationStarting} {
+		if v := kept[key]; v != "" {
+			hr.Annotations[key] = v
+		}
 	}
 	if protect {
 		hr.Labels[catalogv1.LabelDeletionProtection] = "true"
@@ -263,7 +286,6 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 		hr.Annotations[catalogv1.AnnotationManagedFields] = string(b)
 	}
 
-	wait := def.Readiness.Wait || len(def.Readiness.HealthChecks) > 0
 	interval := durationOr(def.Release.Interval, 10*time.Minute)
 	hr.Spec.ReleaseName = hr.Name
 	hr.Spec.Interval = interval
@@ -279,11 +301,13 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 		},
 	}}
 	// Never uninstall: a failed install is retried as it is, a failed upgrade is rolled back to
-	// the last good release. An app's data must not disappear because a release failed.
+	// the last good release. An app's data must not disappear because a release failed. Helm
+	// never waits for the release's objects: that would hold one of helm-controller's workers for
+	// as long as an app cannot start (its readiness is judged by the app-catalog-controller).
 	hr.Spec.Install = &helmv2.Install{
 		Timeout:     ptr.To(durationOr(def.Release.InstallTimeout, 5*time.Minute)),
 		CRDs:        helmv2.CreateReplace,
-		DisableWait: !wait,
+		DisableWait: true,
 		// An object that exists and is not this release's is never taken over (Flux takes
 		// ownership by default): the install fails naming it, and the object is left alone.
 		DisableTakeOwnership: true,
@@ -292,19 +316,23 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 	hr.Spec.Upgrade = &helmv2.Upgrade{
 		Timeout:              ptr.To(durationOr(def.Release.UpgradeTimeout, 5*time.Minute)),
 		CRDs:                 helmv2.CreateReplace,
-		DisableWait:          !wait,
+		DisableWait:          true,
 		DisableTakeOwnership: true,
 		Remediation: &helmv2.UpgradeRemediation{
 			Retries: 1, RemediateLastFailure: ptr.To(true), Strategy: ptr.To(helmv2.RollbackRemediationStrategy),
 		},
 	}
-	hr.Spec.HealthCheckExprs = def.Readiness.HealthChecks
-	if len(def.Readiness.HealthChecks) > 0 {
-		hr.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: helmv2.WaitStrategyPoller}
-	}
 	hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	if def.Readiness.Waits() && !equality.Semantic.DeepEqual(before, &hr.Spec) {
+		// A new generation starts anew; the app-catalog-controller says when it is ready.
+		hr.Annotations[catalogv1.AnnotationStarting] = StartingMessage
+	}
 	return nil
 }
+
+// StartingMessage is what an app whose definition asks for readiness says until the
+// app-catalog-controller has judged its installed release.
+const StartingMessage = "waiting for its release to be installed and its pods to start"
 
 func durationOr(d *metav1.Duration, def time.Duration) metav1.Duration {
 	if d != nil {

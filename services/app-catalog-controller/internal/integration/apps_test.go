@@ -37,6 +37,10 @@ func installDefinition(t *testing.T, app string) *catalogv1.ApplicationDefinitio
 	if err := yaml.UnmarshalStrict(raw, def); err != nil {
 		t.Fatal(err)
 	}
+	// No kubelet runs here, so no pod ever does: an app whose definition waits for its pods would
+	// never be Ready. These tests are about the apps API and its delivery; the starter apps'
+	// readiness is tested on a real node (e2e).
+	def.Spec.Readiness = catalogv1.Readiness{}
 	ctx := context.Background()
 	if err := kube.Create(ctx, def); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -56,7 +56,14 @@ const (
 	// LabelPlatform marks platform namespaces (kube-system, the platform's controllers, …) whose
 	// pods may reach every tenant.
 	LabelPlatform = "flotilla.dev/platform"
+	// LabelAncestorPrefix: a tenant namespace carries AncestorLabel(ns)="true" for the namespace
+	// of each of its ancestors, so that an ancestor can select its whole subtree (its network
+	// isolation lets its descendants in).
+	LabelAncestorPrefix = "ancestor.tenancy.flotilla.dev/"
 )
+
+// AncestorLabel is the label a tenant namespace below the tenant of namespace ns carries.
+func AncestorLabel(ns string) string { return LabelAncestorPrefix + ns }
 
 // RootNamespace is the platform's root tenant namespace, and RootName the root tenant's name.
 const (

@@ -118,6 +118,9 @@ func Namespace(p Placement, t *tenancyv1.Tenant, e Effective, ownerUID string) *
 	if len(p.Ancestors) > 0 {
 		labels[tenancyv1.LabelParent] = p.Ancestors[len(p.Ancestors)-1]
 	}
+	for _, a := range p.Ancestors {
+		labels[tenancyv1.AncestorLabel(a)] = "true"
+	}
 	for k, v := range map[string]string{
 		tenancyv1.LabelIngress:         e.Services.Ingress,
 		tenancyv1.LabelMonitoring:      e.Services.Monitoring,
@@ -235,8 +238,10 @@ func LimitRange(ns string, t *tenancyv1.Tenant) *corev1ac.LimitRangeApplyConfigu
 }
 
 // NetworkPolicies isolate a tenant namespace: its pods accept traffic from the namespace itself,
-// from its ancestors' namespaces and from platform namespaces, never from siblings or their
-// subtrees. For each shared service the tenant provides, a second policy lets the service's pods
+// from its ancestors' and its descendants' namespaces (its own line of the tree, up and down) and
+// from platform namespaces, never from siblings or their subtrees. The root tenant is the
+// platform's own: every tenant descends from it, so its descendants reach only the shared
+// services it provides. For each shared service the tenant provides, a second policy lets the service's pods
 // (labelled tenancy.flotilla.dev/service=<service>) accept traffic from every namespace using it.
 func NetworkPolicies(p Placement, t *tenancyv1.Tenant) []*netv1ac.NetworkPolicyApplyConfiguration {
 	rules := []*netv1ac.NetworkPolicyIngressRuleApplyConfiguration{
@@ -245,9 +250,12 @@ func NetworkPolicies(p Placement, t *tenancyv1.Tenant) []*netv1ac.NetworkPolicyA
 			metav1ac.LabelSelector().WithMatchLabels(map[string]string{tenancyv1.LabelPlatform: "true"}))),
 	}
 	if len(p.Ancestors) > 0 {
-		rules = append(rules, netv1ac.NetworkPolicyIngressRule().WithFrom(netv1ac.NetworkPolicyPeer().WithNamespaceSelector(
-			metav1ac.LabelSelector().WithMatchExpressions(metav1ac.LabelSelectorRequirement().
-				WithKey(corev1.LabelMetadataName).WithOperator(metav1.LabelSelectorOpIn).WithValues(p.Ancestors...)))))
+		rules = append(rules,
+			netv1ac.NetworkPolicyIngressRule().WithFrom(netv1ac.NetworkPolicyPeer().WithNamespaceSelector(
+				metav1ac.LabelSelector().WithMatchExpressions(metav1ac.LabelSelectorRequirement().
+					WithKey(corev1.LabelMetadataName).WithOperator(metav1.LabelSelectorOpIn).WithValues(p.Ancestors...)))),
+			netv1ac.NetworkPolicyIngressRule().WithFrom(netv1ac.NetworkPolicyPeer().WithNamespaceSelector(
+				metav1ac.LabelSelector().WithMatchLabels(map[string]string{tenancyv1.AncestorLabel(p.Namespace): "true"}))))
 	}
 	out := []*netv1ac.NetworkPolicyApplyConfiguration{
 		netv1ac.NetworkPolicy(IsolationPolicy, p.Namespace).WithLabels(ManagedLabels).WithSpec(

@@ -1,9 +1,12 @@
 // Package appworkloads writes on each app's HelmRelease why the app's pods cannot start (the
 // scheduler found no node, an image cannot be pulled, a container keeps crashing) or cannot even
-// be created (a quota or LimitRange refuses them), or nothing once they can: the apps API then shows the app not Ready with that message, although its Helm release
-// is installed. An app's pods are those of its namespace labelled app.kubernetes.io/instance with
-// its release's name (Helm's convention, which the catalog's charts follow), and its StatefulSets
-// and Deployments, so labelled too.
+// be created (a quota or LimitRange refuses them), or nothing once they can: the apps API then
+// shows the app not Ready with that message, although its Helm release is installed. For an app
+// whose definition asks for readiness, it also says what is not ready yet once the release is
+// installed, until all of it is (the apps API marks each new generation so). An app's pods are
+// those of its namespace labelled app.kubernetes.io/instance with its release's name (Helm's
+// convention, which the catalog's charts follow), and its StatefulSets and Deployments, and the
+// objects its definition's health checks judge, so labelled too.
 package appworkloads
 
 import (
@@ -14,16 +17,23 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,6 +48,10 @@ import (
 // yet, is looked at again: the StatefulSet controller reports a refused pod only in an Event.
 const Recheck = 15 * time.Second
 
+// StartingRecheck is how often a starting app is looked at again: the objects its health checks
+// judge are read when it is, not watched.
+const StartingRecheck = 5 * time.Second
+
 // Reconciler keeps catalogv1.AnnotationWorkloads of each app's HelmRelease.
 type Reconciler struct {
 	Client client.Client
@@ -49,9 +63,11 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=catalog.flotilla.dev,resources=applicationdefinitions,verbs=get;list;watch
 
-// Reconcile writes why the app's pods cannot start (or cannot even be created), or removes what
-// it wrote once they can. A converged app writes nothing.
+// Reconcile writes why the app's pods cannot start (or cannot even be created), or removes it
+// once they can; and, for a starting app whose release is installed, what is not ready yet, or
+// removes that once all of it is. A converged app writes nothing.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	hr := &helmv2.HelmRelease{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hr); err != nil {
@@ -73,19 +89,107 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	if hr.Annotations[catalogv1.AnnotationWorkloads] == why {
+	starting := hr.Annotations[catalogv1.AnnotationStarting]
+	if why == "" && starting != "" && installed(hr) {
+		var err error
+		if starting, err = r.starting(ctx, hr); err != nil {
+			return reconcile.Result{}, err
+		}
+		if starting != "" {
+			res.RequeueAfter = StartingRecheck
+		}
+	}
+	if hr.Annotations[catalogv1.AnnotationWorkloads] == why && hr.Annotations[catalogv1.AnnotationStarting] == starting {
 		return res, nil
 	}
-	patch := client.MergeFrom(hr.DeepCopy())
-	if why == "" {
-		delete(hr.Annotations, catalogv1.AnnotationWorkloads)
-	} else {
-		if hr.Annotations == nil {
-			hr.Annotations = map[string]string{}
-		}
-		hr.Annotations[catalogv1.AnnotationWorkloads] = why
+	// At the resourceVersion read: the apps API may have written a new generation since, which
+	// starts anew, and what was judged here is about the last one.
+	patch := client.MergeFromWithOptions(hr.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	setOrDelete(hr, catalogv1.AnnotationWorkloads, why)
+	setOrDelete(hr, catalogv1.AnnotationStarting, starting)
+	if err := r.Client.Patch(ctx, hr, patch); apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: time.Second}, nil // read it again
+	} else if err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	return res, client.IgnoreNotFound(r.Client.Patch(ctx, hr, patch))
+	return res, nil
+}
+
+func setOrDelete(hr *helmv2.HelmRelease, key, value string) {
+	if value == "" {
+		delete(hr.Annotations, key)
+		return
+	}
+	if hr.Annotations == nil {
+		hr.Annotations = map[string]string{}
+	}
+	hr.Annotations[key] = value
+}
+
+// installed reports whether helm-controller has installed the app's release at the HelmRelease's
+// generation: before, its objects may be those of the last generation, or none.
+func installed(hr *helmv2.HelmRelease) bool {
+	return hr.Status.ObservedGeneration == hr.Generation && apimeta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReadyCondition)
+}
+
+// starting says what of a starting app (its release installed) is not ready yet, or "" once all
+// of it is: its StatefulSets and Deployments (kstatus: every replica ready and up to date) and
+// the objects its definition's health checks judge. Not its pods one by one: their workloads (or
+// an operator's resource) count them, and a pod merely labelled as the app's is not the app.
+func (r *Reconciler) starting(ctx context.Context, hr *helmv2.HelmRelease) (string, error) {
+	def := &catalogv1.ApplicationDefinition{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: hr.Labels[catalogv1.LabelDefinition]}, def); err != nil {
+		return "", client.IgnoreNotFound(err) // no definition: nothing says what to wait for
+	}
+	checks, err := workloads.Compile(def.Spec.Readiness.HealthChecks)
+	if err != nil {
+		return "its definition's readiness cannot be judged: " + err.Error(), nil
+	}
+	ns, release := client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{catalog.ReleaseLabel: hr.Spec.ReleaseName}
+	sets, deployments := &appsv1.StatefulSetList{}, &appsv1.DeploymentList{}
+	if err := r.Client.List(ctx, sets, ns, release); err != nil {
+		return "", err
+	}
+	if err := r.Client.List(ctx, deployments, ns, release); err != nil {
+		return "", err
+	}
+	var objs []*unstructured.Unstructured
+	add := func(gvk schema.GroupVersionKind, o any) error {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(gvk)
+		objs = append(objs, u)
+		return nil
+	}
+	for i := range sets.Items {
+		if err := add(appsv1.SchemeGroupVersion.WithKind("StatefulSet"), &sets.Items[i]); err != nil {
+			return "", err
+		}
+	}
+	for i := range deployments.Items {
+		if err := add(appsv1.SchemeGroupVersion.WithKind("Deployment"), &deployments.Items[i]); err != nil {
+			return "", err
+		}
+	}
+	for _, gvk := range checks.Kinds() {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.APIReader.List(ctx, list, ns, release); err != nil {
+			// Not allowed to read the kind (the catalog's readiness role lacks it), or the kind
+			// is not served: the app says so, and is looked at again.
+			return fmt.Sprintf("its %s cannot be read to judge its readiness: %v", gvk.Kind, err), nil
+		}
+		for i := range list.Items {
+			objs = append(objs, &list.Items[i])
+		}
+	}
+	if msg := workloads.NotReady(objs, checks); msg != "" {
+		return "waiting for " + msg, nil
+	}
+	return "", nil
 }
 
 // uncreated says why the release's workloads cannot create their pods (a quota, a LimitRange or a
@@ -128,8 +232,8 @@ func (r *Reconciler) uncreated(ctx context.Context, opts ...client.ListOption) (
 	return strings.Join(whys, "; "), res, nil
 }
 
-// SetupWithManager watches apps' HelmReleases (new ones, and new generations, which the apps API
-// writes without this annotation) and the pods of releases.
+// SetupWithManager watches apps' HelmReleases (new ones, new generations, and releases newly
+// installed) and the pods and workloads of releases.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toApp := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		release := o.GetLabels()[catalog.ReleaseLabel]
@@ -140,12 +244,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("appworkloads").
-		For(&helmv2.HelmRelease{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&helmv2.HelmRelease{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, newlyInstalled))).
 		Watches(&corev1.Pod{}, toApp).
 		Watches(&appsv1.StatefulSet{}, toApp).
 		Watches(&appsv1.Deployment{}, toApp).
 		Complete(r)
 }
+
+// newlyInstalled passes a HelmRelease whose release helm-controller has just installed: a
+// starting app's objects can be judged from then on.
+var newlyInstalled = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*helmv2.HelmRelease)
+	hr, ok := e.ObjectNew.(*helmv2.HelmRelease)
+	return okOld && ok && installed(hr) && !installed(old)
+}}
 
 // CacheByObject keeps in the manager's cache only the pods, StatefulSets and Deployments of Helm
 // releases, and of them only what the reconciler reads: their status, their replicas, and their
@@ -159,7 +271,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 			o.ManagedFields = nil
 			o.Spec = corev1.PodSpec{InitContainers: images(o.Spec.InitContainers), Containers: images(o.Spec.Containers)}
 		case *appsv1.StatefulSet:
-			o.ManagedFields, o.Spec = nil, appsv1.StatefulSetSpec{Replicas: o.Spec.Replicas}
+			o.ManagedFields, o.Spec = nil, appsv1.StatefulSetSpec{Replicas: o.Spec.Replicas, UpdateStrategy: o.Spec.UpdateStrategy}
 		case *appsv1.Deployment:
 			o.ManagedFields, o.Spec = nil, appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}
 		}
