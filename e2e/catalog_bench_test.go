@@ -153,7 +153,7 @@ CoreDNS for up to 30 s): PostgreSQL (one instance) `+"`select 1`"+` with the ope
 `+"`<release>-app`"+` URI, Redis `+"`PING`"+` with its password. The clock runs from the tenant's create: the apps apiserver, Flux's helm-controller, the
 operator and the kubelet are all in it. The baseline is one such client pod alone, run to its end.
 Beside it, from the same create: the app Ready (what `+"`kubectl wait --for=condition=Ready`"+` waits for;
-the starter apps are Ready once their pods, or CloudNativePG's Cluster, are), polled every 0.2 s.
+the starter apps are Ready once their StatefulSets' replicas, or CloudNativePG's Cluster, are), polled every 0.2 s.
 
 | app | tenant's create → first answer: p50 | max | → app Ready: p50 | max | baseline (a client pod): p50 | first answer's p50 against the baseline |
 |---|---|---|---|---|---|---|

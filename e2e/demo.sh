@@ -319,6 +319,7 @@ YAML
   echo
   isolation "$release"
   postgres_on_node
+  etcd_on_node
   say "an app whose pods cannot be created is not Ready, and says why: acme orders a Redis asking for more CPU than its namespace's LimitRange allows a container"
   "${as_acme[@]}" apply -f - <<'YAML'
 apiVersion: apps.flotilla.dev/v1alpha1
@@ -331,6 +332,47 @@ YAML
   echo "  \$ kubectl get -n tenant-acme redis/toobig -o jsonpath='{.status.message}'   # as acme's admin"
   "${as_acme[@]}" get -n tenant-acme redis/toobig -o jsonpath='{.status.message}{"\n"}' | sed 's/^/    /'
   "${as_acme[@]}" delete -n tenant-acme redis/toobig --wait=false >/dev/null
+  echo
+}
+
+# etcd_on_node: acme's administrator orders an etcd (one member, its volume on the node's disk);
+# it is Ready once its member is, and a pod of acme's asks it over TLS with the client certificate
+# the chart hands acme's namespace (the Secret etcd-client, named in the app's status). The image
+# has no shell: the pod runs etcdctl alone, restarted until it is answered (a new pod's packets
+# pass a moment after kube-router has seen it).
+etcd_on_node() {
+  local image
+  say "acme's etcd on the real node: etcd from the catalog's image (built here from its Go module), answering over TLS"
+  "${as_acme[@]}" apply -f - <<'YAML'
+apiVersion: apps.flotilla.dev/v1alpha1
+kind: Etcd
+metadata: {name: etcd, namespace: tenant-acme}
+spec: {replicas: 1, storage: {storageClass: local-path}, volumePolicy: Delete}
+YAML
+  "${as_acme[@]}" wait -n tenant-acme etcd/etcd --for=condition=Ready --timeout=300s >/dev/null
+  "${as_acme[@]}" get -n tenant-acme etcd/etcd -o wide
+  image=$(kubectl get -n tenant-acme pod/etcd-0 -o jsonpath='{.spec.containers[0].image}')
+  echo "  acme's pod runs etcdctl endpoint health with the client certificate in the Secret etcd-client:"
+  "${as_acme[@]}" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: etcd-client, namespace: tenant-acme}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $name}
+  restartPolicy: OnFailure
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: main
+      image: $image
+      command: [/usr/local/bin/etcdctl, --endpoints=https://etcd.tenant-acme.svc:2379, --cacert=/tls/ca.crt,
+        --cert=/tls/tls.crt, --key=/tls/tls.key, --dial-timeout=3s, --command-timeout=5s, endpoint, health]
+      resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+      volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
+  volumes: [{name: tls, secret: {secretName: etcd-client}}]
+YAML
+  printf '    tenant-acme/etcd-client: %s\n' "$(pod_output tenant-acme etcd-client 2>&1 | grep -v '^{' | tail -1)"
+  "${as_acme[@]}" delete -n tenant-acme etcd/etcd --wait=false >/dev/null
   echo
 }
 

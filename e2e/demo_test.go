@@ -139,6 +139,10 @@ func TestDemo(t *testing.T) {
 		}) || !strings.Contains(out, "tenant-beta/orders-probe:") || !strings.Contains(out, ".tenant-acme.svc:5432 - no response") {
 			t.Errorf("acme's Postgres on the real node does not answer acme's select 1, or answers beta:\n%s", out)
 		}
+		// acme's etcd there too, answering over TLS with the client certificate in acme's namespace.
+		if !strings.Contains(out, "tenant-acme/etcd-client: https://etcd.tenant-acme.svc:2379 is healthy") {
+			t.Errorf("acme's etcd on the real node does not answer etcdctl endpoint health over TLS:\n%s", out)
+		}
 		// Isolation on packets: a tenant's namespace lets in its own pods, its ancestors', its
 		// descendants' and the platform's, never a sibling subtree's (FROM, ACME'S REDIS, DEV'S SERVER).
 		for _, want := range [][]string{

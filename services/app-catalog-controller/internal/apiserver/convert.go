@@ -158,8 +158,8 @@ func appStatus(k *catalog.Kind, hr *helmv2.HelmRelease) AppStatus {
 			cond(meta.ReconcilingCondition, metav1.ConditionTrue, catalogv1.PodsCannotStartReason, st.Message, at),
 		}
 	case !observed && ready != nil && ready.ObservedGeneration == hr.Generation:
-		// helm-controller is acting on this generation (installing, or waiting for what it
-		// installed to be ready) and says so.
+		// helm-controller is acting on this generation (installing or upgrading its release)
+		// and says so.
 		st.Message = ready.Message
 		st.Conditions = []metav1.Condition{
 			cond(meta.ReadyCondition, metav1.ConditionUnknown, ready.Reason, st.Message, at),
@@ -172,7 +172,7 @@ func appStatus(k *catalog.Kind, hr *helmv2.HelmRelease) AppStatus {
 			cond(meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, st.Message, at),
 		}
 	case ready.Status == metav1.ConditionTrue && hr.Annotations[catalogv1.AnnotationStarting] != "":
-		// Installed; its definition asks for its pods (or what its health checks judge) to be ready.
+		// Installed; its definition asks for its workloads (or what its health checks judge) to be ready.
 		st.Message = hr.Annotations[catalogv1.AnnotationStarting]
 		st.Conditions = []metav1.Condition{
 			cond(meta.ReadyCondition, metav1.ConditionFalse, catalogv1.PodsStartingReason, st.Message, at),
