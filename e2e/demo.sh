@@ -424,7 +424,8 @@ YAML
 
 # isolation RELEASE: tenant isolation proven on packets. The tenant-controller's NetworkPolicies
 # (enforced on the node by kube-router) let into a tenant's namespace its own pods, its ancestors',
-# its descendants' and the platform's, never a sibling subtree's. A pod of each tenant at every depth
+# its descendants' and the platform's, never a sibling subtree's nor one outside the tenants. A pod
+# of each tenant at every depth, of the platform's namespace and of one outside the tenants
 # tries acme's Redis (RELEASE, through its Service's name) and a server in acme's child dev (by
 # its address) for 20 s; whether one answered is printed.
 isolation() {
@@ -440,10 +441,11 @@ isolation() {
   # second for 20 s, in parallel; its first answer, or the last refusal, is what the pod says.
   local try='try() { i=0; while [ $i -lt 20 ]; do r=$(busybox timeout 3 redis-cli -h $1 ping 2>&1); case $r in *NOAUTH*|*PONG*) break;; esac; i=$((i+1)); busybox sleep 1; done; echo "$1: $r"; }; '
   try+="try $release.tenant-acme.svc & try $dev_ip & wait"
-  local tenants=(tenant-root tenant-acme tenant-acme-dev tenant-beta)
-  for from in "${tenants[@]}"; do node_pod isolation-client "$from" "$image" "$try"; done | kubectl apply -f - >/dev/null
+  # Each tenant at every depth, the platform's namespace and one outside any tenant.
+  local namespaces=(tenant-root tenant-acme tenant-acme-dev tenant-beta flotilla-system default)
+  for from in "${namespaces[@]}"; do node_pod isolation-client "$from" "$image" "$try"; done | kubectl apply -f - >/dev/null
   printf '  %-18s %-22s %s\n' FROM "ACME'S REDIS" "DEV'S SERVER"
-  for from in "${tenants[@]}"; do
+  for from in "${namespaces[@]}"; do
     local out answers=()
     out=$(pod_output "$from" isolation-client)
     for t in "$release.tenant-acme.svc" "$dev_ip"; do
@@ -453,7 +455,7 @@ isolation() {
     printf '  %-18s %-22s %s\n' "$from" "${answers[0]}" "${answers[1]}"
   done
   kubectl delete -n tenant-acme-dev pod/isolation-server --wait=false >/dev/null
-  echo "  (reached: Redis answered, NOAUTH or PONG; refused: no answer for 20 s)"
+  echo "  (reached: Redis answered, NOAUTH or PONG; refused: no answer for 20 s; flotilla-system is the platform's, default no tenant's)"
   echo
 }
 

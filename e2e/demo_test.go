@@ -144,12 +144,15 @@ func TestDemo(t *testing.T) {
 			t.Errorf("acme's etcd on the real node does not answer etcdctl endpoint health over TLS:\n%s", out)
 		}
 		// Isolation on packets: a tenant's namespace lets in its own pods, its ancestors', its
-		// descendants' and the platform's, never a sibling subtree's (FROM, ACME'S REDIS, DEV'S SERVER).
+		// descendants' and the platform's, never a sibling subtree's nor another namespace's (FROM,
+		// ACME'S REDIS, DEV'S SERVER).
 		for _, want := range [][]string{
 			{"tenant-root", "reached", "reached"},
 			{"tenant-acme", "reached", "reached"},
 			{"tenant-acme-dev", "reached", "reached"},
 			{"tenant-beta", "refused", "refused"},
+			{"flotilla-system", "reached", "reached"},
+			{"default", "refused", "refused"},
 		} {
 			if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool { return slices.Equal(strings.Fields(line), want) }) {
 				t.Errorf("the isolation table lacks the row %v:\n%s", want, out)
