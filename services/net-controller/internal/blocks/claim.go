@@ -118,18 +118,30 @@ func Claim[T any, P interface {
 	return Verdict{Allocation: &c.Allocation}, nil
 }
 
+// Scope is what one reconcile of a namespace's block report (P) learns, shared by its phases.
+type Scope[P any] struct {
+	Report    P
+	Namespace *metav1.PartialObjectMetadata
+	// Allocation is the namespace's block, once a phase has found or claimed it.
+	Allocation *Allocation
+	// Stall is what a phase found a human must fix.
+	Stall *conditions.Stall
+}
+
+// Phase is one step of a reconcile; a phase that records a stall returns nil.
+type Phase[P any] func(ctx context.Context, s *Scope[P]) error
+
 // Reconcile is one reconcile of a namespace's block report (TenantSubnet, TenantAddressPool; T),
 // the same for both allocators: a namespace no longer a tenant's goes to release (with its report,
 // nil when gone); a tenant namespace without a report gets an empty one (its creation brings the
-// namespace back); otherwise normal runs the phases and returns the stall it recorded, and w
-// writes the report's status once, at the end. A reconcile that lost its block to another
-// allocator writes nothing: it is retried at once, and reported by whoever holds the block.
+// namespace back); otherwise the phases run in order until one fails, and w writes the report's
+// status once, at the end. A reconcile that lost its block to another allocator writes nothing: it
+// is retried at once, and reported by whoever holds the block.
 func Reconcile[T any, P interface {
 	*T
 	tenants.Report
 }](ctx context.Context, c client.Client, name string, w status.Writer,
-	release func(ctx context.Context, name string, rep P) error,
-	normal func(ctx context.Context, ns *metav1.PartialObjectMetadata, rep P) (*conditions.Stall, error)) (res ctrl.Result, retErr error) {
+	release func(ctx context.Context, name string, rep P) error, phases ...Phase[P]) (res ctrl.Result, retErr error) {
 	ns, rep, err := tenants.Load[T, P](ctx, c, name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -144,12 +156,16 @@ func Reconcile[T any, P interface {
 		return ctrl.Result{}, tenants.CreateReport(ctx, c, rep, FieldOwner)
 	}
 	helper := patch.NewHelper(rep)
-	var stall *conditions.Stall
+	s := &Scope[P]{Report: rep, Namespace: ns}
 	defer func() {
 		if !errors.Is(retErr, ErrBlockTaken) {
-			w.Finish(ctx, helper, rep, stall, &res, &retErr)
+			w.Finish(ctx, helper, rep, s.Stall, &res, &retErr)
 		}
 	}()
-	stall, err = normal(ctx, ns, rep)
-	return ctrl.Result{}, err
+	for _, phase := range phases {
+		if err := phase(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -44,35 +43,16 @@ type Reconciler struct {
 	Namespace string
 }
 
-// scope carries what one reconcile learned about a namespace.
-type scope struct {
-	tp    *netv1.TenantAddressPool
-	ns    *metav1.PartialObjectMetadata
-	alloc *blocks.Allocation
-	stall *conditions.Stall
-}
+// scope carries what one reconcile learns about a namespace.
+type scope = blocks.Scope[*netv1.TenantAddressPool]
 
 // Reconcile keeps a tenant namespace's block and IPAddressPool, and releases them once the
-// namespace is no longer a tenant's.
+// namespace is no longer a tenant's. The phases: the block, the quota beside it, its
+// IPAddressPool.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	w := status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
 	return blocks.Reconcile(ctx, r.Client, req.Name, w, r.reconcileRelease,
-		func(ctx context.Context, ns *metav1.PartialObjectMetadata, tp *netv1.TenantAddressPool) (*conditions.Stall, error) {
-			s := &scope{tp: tp, ns: ns}
-			err := r.reconcileNormal(ctx, s)
-			return s.stall, err
-		})
-}
-
-// reconcileNormal runs the phases in order: the block, its IPAddressPool, the quota beside it.
-func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	if err := r.reconcileAllocation(ctx, s); err != nil {
-		return err
-	}
-	if err := r.reconcileQuota(ctx, s); err != nil {
-		return err
-	}
-	return r.reconcileAddressPool(ctx, s)
+		r.reconcileAllocation, r.reconcileQuota, r.reconcileAddressPool)
 }
 
 // SetupWithManager registers the controller. TenantAddressPools, namespaces, the controller's

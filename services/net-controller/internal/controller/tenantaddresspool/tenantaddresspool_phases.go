@@ -29,19 +29,19 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	}
 	// The block the namespace held before is taken again when free: a pool someone else deleted
 	// comes back with the same addresses, which Services may still hold.
-	v, err := blocks.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.ns, s.tp.Status.Pool, poolName(s.tp.Status.AddressPool), "LoadBalancerPool", blockSize)
+	v, err := blocks.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.Namespace, s.Report.Status.Pool, poolName(s.Report.Status.AddressPool), "LoadBalancerPool", blockSize)
 	if err != nil {
 		return err
 	}
 	if v.Allocation == nil {
-		s.stall = v.Unallocated(s.tp)
+		s.Stall = v.Unallocated(s.Report)
 		return nil
 	}
 	a := *v.Allocation
-	s.alloc = &a
-	s.tp.Status.Pool, s.tp.Status.IPv4, s.tp.Status.IPv6 = a.Pool, a.IPv4, a.IPv6
-	s.tp.Status.AddressPool = r.Namespace + "/" + blocks.SubnetName(a.Pool, a.Index)
-	conditions.MarkTrue(s.tp, netv1.AllocatedCondition, netv1.ReconciledReason,
+	s.Allocation = &a
+	s.Report.Status.Pool, s.Report.Status.IPv4, s.Report.Status.IPv6 = a.Pool, a.IPv4, a.IPv6
+	s.Report.Status.AddressPool = r.Namespace + "/" + blocks.SubnetName(a.Pool, a.Index)
+	conditions.MarkTrue(s.Report, netv1.AllocatedCondition, netv1.ReconciledReason,
 		fmt.Sprintf("Block %d of LoadBalancerPool %s: %s", a.Index, a.Pool, a.CIDRBlock()))
 	return nil
 }
@@ -110,7 +110,7 @@ func (h holders) Create(ctx context.Context, a blocks.Allocation) error {
 // it; the status shows it beside the block so that a quota larger than the block is visible.
 func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) error {
 	quotas := &corev1.ResourceQuotaList{}
-	if err := r.List(ctx, quotas, client.InNamespace(s.ns.Name)); err != nil {
+	if err := r.List(ctx, quotas, client.InNamespace(s.Namespace.Name)); err != nil {
 		return err
 	}
 	var least *resource.Quantity
@@ -119,9 +119,9 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) error {
 			least = &q
 		}
 	}
-	s.tp.Status.Quota = ""
+	s.Report.Status.Quota = ""
 	if least != nil {
-		s.tp.Status.Quota = least.String()
+		s.Report.Status.Quota = least.String()
 	}
 	return nil
 }
@@ -129,11 +129,11 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) error {
 // reconcileAddressPool writes the namespace's IPAddressPool when it differs from what the
 // controller wants (someone changed or deleted it).
 func (r *Reconciler) reconcileAddressPool(ctx context.Context, s *scope) error {
-	if s.alloc == nil {
-		conditions.MarkFalse(s.tp, netv1.AddressPoolReadyCondition, "WaitingForBlock", "Waiting for a block")
+	if s.Allocation == nil {
+		conditions.MarkFalse(s.Report, netv1.AddressPoolReadyCondition, "WaitingForBlock", "Waiting for a block")
 		return nil
 	}
-	desired := metallb.AddressPool(*s.alloc, r.Namespace)
+	desired := metallb.AddressPool(*s.Allocation, r.Namespace)
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(metallb.IPAddressPoolGVK)
 	switch err := r.Get(ctx, client.ObjectKeyFromObject(desired), live); {
@@ -145,27 +145,27 @@ func (r *Reconciler) reconcileAddressPool(ctx context.Context, s *scope) error {
 	if live != nil && !metallb.Owned(live.GetLabels()) {
 		// Someone replaced the controller's pool with one of their own: it is theirs to keep.
 		msg := fmt.Sprintf("IPAddressPool %s/%s exists and is not the net-controller's; delete it to get the block back", r.Namespace, desired.GetName())
-		conditions.MarkFalse(s.tp, netv1.AddressPoolReadyCondition, netv1.NotOwnedReason, msg)
-		s.stall = &conditions.Stall{Reason: netv1.NotOwnedReason, Message: msg}
+		conditions.MarkFalse(s.Report, netv1.AddressPoolReadyCondition, netv1.NotOwnedReason, msg)
+		s.Stall = &conditions.Stall{Reason: netv1.NotOwnedReason, Message: msg}
 		return nil
 	}
 	if _, err := ssa.ApplyUnstructured(ctx, r.Client, desired, live, blocks.FieldOwner); err != nil {
-		conditions.MarkFalse(s.tp, netv1.AddressPoolReadyCondition, "ApplyFailed", err.Error())
+		conditions.MarkFalse(s.Report, netv1.AddressPoolReadyCondition, "ApplyFailed", err.Error())
 		return err
 	}
-	conditions.MarkTrue(s.tp, netv1.AddressPoolReadyCondition, netv1.ReconciledReason, quotaMessage(s, desired.GetName()))
+	conditions.MarkTrue(s.Report, netv1.AddressPoolReadyCondition, netv1.ReconciledReason, quotaMessage(s, desired.GetName()))
 	return nil
 }
 
 // quotaMessage says what the namespace may use: the block's addresses, and how many LoadBalancer
 // Services its quota allows.
 func quotaMessage(s *scope, name string) string {
-	n := s.alloc.Addresses()
-	msg := fmt.Sprintf("IPAddressPool %s serves the Services of namespace %s with %s addresses", name, s.ns.Name, n)
-	if s.tp.Status.Quota == "" {
+	n := s.Allocation.Addresses()
+	msg := fmt.Sprintf("IPAddressPool %s serves the Services of namespace %s with %s addresses", name, s.Namespace.Name, n)
+	if s.Report.Status.Quota == "" {
 		return msg + "; no ResourceQuota caps services.loadbalancers"
 	}
-	return msg + "; its quota allows " + s.tp.Status.Quota + " LoadBalancer Services"
+	return msg + "; its quota allows " + s.Report.Status.Quota + " LoadBalancer Services"
 }
 
 // poolName is the name part of namespace/name.

@@ -5,7 +5,6 @@ import (
 
 	kubeovnv1 "github.com/kubeovn/kube-ovn/pkg/apis/kubeovn/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -44,32 +43,14 @@ type Reconciler struct {
 	Recorder  recorder.EventRecorder
 }
 
-// scope carries what one reconcile learned about a namespace.
-type scope struct {
-	ts    *netv1.TenantSubnet
-	ns    *metav1.PartialObjectMetadata
-	alloc *blocks.Allocation
-	stall *conditions.Stall
-}
+// scope carries what one reconcile learns about a namespace.
+type scope = blocks.Scope[*netv1.TenantSubnet]
 
 // Reconcile keeps a tenant namespace's block and Subnet, and releases them once the namespace is
-// no longer a tenant's.
+// no longer a tenant's. The Subnet is written once the block is known.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	w := status.Writer{Client: r.Client, Recorder: r.Recorder, Domain: domainConditions}
-	return blocks.Reconcile(ctx, r.Client, req.Name, w, r.reconcileRelease,
-		func(ctx context.Context, ns *metav1.PartialObjectMetadata, ts *netv1.TenantSubnet) (*conditions.Stall, error) {
-			s := &scope{ts: ts, ns: ns}
-			err := r.reconcileNormal(ctx, s)
-			return s.stall, err
-		})
-}
-
-// reconcileNormal runs the phases in order; the Subnet is written once the block is known.
-func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	if err := r.reconcileAllocation(ctx, s); err != nil {
-		return err
-	}
-	return r.reconcileSubnet(ctx, s)
+	return blocks.Reconcile(ctx, r.Client, req.Name, w, r.reconcileRelease, r.reconcileAllocation, r.reconcileSubnet)
 }
 
 // SetupWithManager registers the controller. TenantSubnets, namespaces, the controller's Subnets

@@ -28,19 +28,19 @@ func (r *Reconciler) reconcileAllocation(ctx context.Context, s *scope) error {
 	}
 	// The block the namespace held before (its TenantSubnet says which) is taken again when free:
 	// a Subnet someone else deleted comes back with the same range.
-	v, err := blocks.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.ns, s.ts.Status.Pool, s.ts.Status.Subnet, "SubnetPool", blockSizes)
+	v, err := blocks.Claim(ctx, r.Client, r.APIReader, holders{r}, pools.Items, s.Namespace, s.Report.Status.Pool, s.Report.Status.Subnet, "SubnetPool", blockSizes)
 	if err != nil {
 		return err
 	}
 	if v.Allocation == nil {
-		s.stall = v.Unallocated(s.ts)
+		s.Stall = v.Unallocated(s.Report)
 		return nil
 	}
 	a := *v.Allocation
-	s.alloc = &a
-	s.ts.Status.Pool, s.ts.Status.IPv4, s.ts.Status.IPv6 = a.Pool, a.IPv4, a.IPv6
-	s.ts.Status.Subnet = blocks.SubnetName(a.Pool, a.Index)
-	conditions.MarkTrue(s.ts, netv1.AllocatedCondition, netv1.ReconciledReason,
+	s.Allocation = &a
+	s.Report.Status.Pool, s.Report.Status.IPv4, s.Report.Status.IPv6 = a.Pool, a.IPv4, a.IPv6
+	s.Report.Status.Subnet = blocks.SubnetName(a.Pool, a.Index)
+	conditions.MarkTrue(s.Report, netv1.AllocatedCondition, netv1.ReconciledReason,
 		fmt.Sprintf("Block %d of SubnetPool %s: %s", a.Index, a.Pool, a.CIDRBlock()))
 	return nil
 }
@@ -111,11 +111,11 @@ func allocationOf(sn *kubeovnv1.Subnet) (blocks.Allocation, error) {
 
 // reconcileSubnet writes the namespace's Subnet when it differs from what the controller wants.
 func (r *Reconciler) reconcileSubnet(ctx context.Context, s *scope) error {
-	if s.alloc == nil {
-		conditions.MarkFalse(s.ts, netv1.SubnetReadyCondition, "WaitingForBlock", "Waiting for a block")
+	if s.Allocation == nil {
+		conditions.MarkFalse(s.Report, netv1.SubnetReadyCondition, "WaitingForBlock", "Waiting for a block")
 		return nil
 	}
-	desired := blocks.Subnet(*s.alloc)
+	desired := blocks.Subnet(*s.Allocation)
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(blocks.SubnetGVK)
 	switch err := r.Get(ctx, types.NamespacedName{Name: desired.GetName()}, live); {
@@ -125,11 +125,11 @@ func (r *Reconciler) reconcileSubnet(ctx context.Context, s *scope) error {
 		return err
 	}
 	if _, err := ssa.ApplyUnstructured(ctx, r.Client, desired, live, blocks.FieldOwner); err != nil {
-		conditions.MarkFalse(s.ts, netv1.SubnetReadyCondition, "ApplyFailed", err.Error())
+		conditions.MarkFalse(s.Report, netv1.SubnetReadyCondition, "ApplyFailed", err.Error())
 		return err
 	}
-	conditions.MarkTrue(s.ts, netv1.SubnetReadyCondition, netv1.ReconciledReason,
-		fmt.Sprintf("Subnet %s binds namespace %s", desired.GetName(), s.ns.Name))
+	conditions.MarkTrue(s.Report, netv1.SubnetReadyCondition, netv1.ReconciledReason,
+		fmt.Sprintf("Subnet %s binds namespace %s", desired.GetName(), s.Namespace.Name))
 	return nil
 }
 
