@@ -26,13 +26,16 @@ func Explain(pods []corev1.Pod) string {
 			failing = append(failing, why)
 		}
 	}
-	if len(failing) == 0 {
-		return ""
-	}
-	slices.Sort(failing)
-	msg := strings.Join(failing[:min(len(failing), MaxReported)], "; ")
-	if more := len(failing) - MaxReported; more > 0 {
-		msg += fmt.Sprintf("; and %d more pods", more)
+	return summarize(failing, "pods")
+}
+
+// summarize joins sentences in order of their text, the first MaxReported of them, and counts
+// the rest ("; and 2 more pods"); "" for none.
+func summarize(sentences []string, what string) string {
+	slices.Sort(sentences)
+	msg := strings.Join(sentences[:min(len(sentences), MaxReported)], "; ")
+	if more := len(sentences) - MaxReported; more > 0 {
+		msg += strings.TrimSuffix(fmt.Sprintf("; and %d more %s", more, what), " ")
 	}
 	return msg
 }

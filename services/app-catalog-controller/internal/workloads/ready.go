@@ -27,12 +27,7 @@ func NotReady(objs []*unstructured.Unstructured, checks *Checks) string {
 			waiting = append(waiting, fmt.Sprintf("%s %s: %s", o.GetKind(), o.GetName(), why))
 		}
 	}
-	slices.Sort(waiting)
-	msg := strings.Join(waiting[:min(len(waiting), MaxReported)], "; ")
-	if more := len(waiting) - MaxReported; more > 0 {
-		msg += fmt.Sprintf("; and %d more", more)
-	}
-	return msg
+	return summarize(waiting, "")
 }
 
 // Checks are a definition's health checks, compiled: CEL expressions per kind, with the

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -57,6 +58,26 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads Events, which are not cached.
 	APIReader client.Reader
+
+	// compiled holds each definition's health checks, compiled for one generation of it
+	// (name → compiledChecks): a starting app is judged every StartingRecheck.
+	compiled sync.Map
+}
+
+type compiledChecks struct {
+	generation int64
+	checks     *workloads.Checks
+	err        error
+}
+
+// checks returns def's health checks, compiled once per generation of def.
+func (r *Reconciler) checks(def *catalogv1.ApplicationDefinition) (*workloads.Checks, error) {
+	if c, ok := r.compiled.Load(def.Name); ok && c.(compiledChecks).generation == def.Generation {
+		return c.(compiledChecks).checks, c.(compiledChecks).err
+	}
+	checks, err := workloads.Compile(def.Spec.Readiness.HealthChecks)
+	r.compiled.Store(def.Name, compiledChecks{def.Generation, checks, err})
+	return checks, err
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -81,18 +102,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.List(ctx, pods, ns, release); err != nil {
 		return reconcile.Result{}, err
 	}
+	sets, deployments := &appsv1.StatefulSetList{}, &appsv1.DeploymentList{}
+	if err := r.Client.List(ctx, sets, ns, release); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.Client.List(ctx, deployments, ns, release); err != nil {
+		return reconcile.Result{}, err
+	}
 	why := workloads.Explain(pods.Items)
 	var res reconcile.Result
 	if why == "" {
 		var err error
-		if why, res, err = r.uncreated(ctx, ns, release); err != nil {
+		if why, res, err = r.uncreated(ctx, sets.Items, deployments.Items); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	starting := hr.Annotations[catalogv1.AnnotationStarting]
 	if why == "" && starting != "" && installed(hr) {
 		var err error
-		if starting, err = r.starting(ctx, hr); err != nil {
+		if starting, err = r.starting(ctx, hr, sets.Items, deployments.Items); err != nil {
 			return reconcile.Result{}, err
 		}
 		if starting != "" {
@@ -136,22 +164,14 @@ func installed(hr *helmv2.HelmRelease) bool {
 // of it is: its StatefulSets and Deployments (kstatus: every replica ready and up to date) and
 // the objects its definition's health checks judge. Not its pods one by one: their workloads (or
 // an operator's resource) count them, and a pod merely labelled as the app's is not the app.
-func (r *Reconciler) starting(ctx context.Context, hr *helmv2.HelmRelease) (string, error) {
+func (r *Reconciler) starting(ctx context.Context, hr *helmv2.HelmRelease, sets []appsv1.StatefulSet, deployments []appsv1.Deployment) (string, error) {
 	def := &catalogv1.ApplicationDefinition{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: hr.Labels[catalogv1.LabelDefinition]}, def); err != nil {
 		return "", client.IgnoreNotFound(err) // no definition: nothing says what to wait for
 	}
-	checks, err := workloads.Compile(def.Spec.Readiness.HealthChecks)
+	checks, err := r.checks(def)
 	if err != nil {
 		return "its definition's readiness cannot be judged: " + err.Error(), nil
-	}
-	ns, release := client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{catalog.ReleaseLabel: hr.Spec.ReleaseName}
-	sets, deployments := &appsv1.StatefulSetList{}, &appsv1.DeploymentList{}
-	if err := r.Client.List(ctx, sets, ns, release); err != nil {
-		return "", err
-	}
-	if err := r.Client.List(ctx, deployments, ns, release); err != nil {
-		return "", err
 	}
 	var objs []*unstructured.Unstructured
 	add := func(gvk schema.GroupVersionKind, o any) error {
@@ -164,16 +184,17 @@ func (r *Reconciler) starting(ctx context.Context, hr *helmv2.HelmRelease) (stri
 		objs = append(objs, u)
 		return nil
 	}
-	for i := range sets.Items {
-		if err := add(appsv1.SchemeGroupVersion.WithKind("StatefulSet"), &sets.Items[i]); err != nil {
+	for i := range sets {
+		if err := add(appsv1.SchemeGroupVersion.WithKind("StatefulSet"), &sets[i]); err != nil {
 			return "", err
 		}
 	}
-	for i := range deployments.Items {
-		if err := add(appsv1.SchemeGroupVersion.WithKind("Deployment"), &deployments.Items[i]); err != nil {
+	for i := range deployments {
+		if err := add(appsv1.SchemeGroupVersion.WithKind("Deployment"), &deployments[i]); err != nil {
 			return "", err
 		}
 	}
+	ns, release := client.InNamespace(catalog.AppNamespace(hr)), client.MatchingLabels{catalog.ReleaseLabel: hr.Spec.ReleaseName}
 	for _, gvk := range checks.Kinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -195,25 +216,17 @@ func (r *Reconciler) starting(ctx context.Context, hr *helmv2.HelmRelease) (stri
 // uncreated says why the release's workloads cannot create their pods (a quota, a LimitRange or a
 // policy refusing them): a Deployment's ReplicaFailure condition, a StatefulSet's latest
 // FailedCreate Event. A StatefulSet short of pods with no such Event yet is looked at again.
-func (r *Reconciler) uncreated(ctx context.Context, opts ...client.ListOption) (string, reconcile.Result, error) {
+func (r *Reconciler) uncreated(ctx context.Context, sets []appsv1.StatefulSet, deployments []appsv1.Deployment) (string, reconcile.Result, error) {
 	var res reconcile.Result
 	var whys []string
-	deployments := &appsv1.DeploymentList{}
-	if err := r.Client.List(ctx, deployments, opts...); err != nil {
-		return "", res, err
-	}
-	for _, d := range deployments.Items {
+	for _, d := range deployments {
 		for _, c := range d.Status.Conditions {
 			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
 				whys = append(whys, fmt.Sprintf("Deployment %s cannot create its pods: %s", d.Name, c.Message))
 			}
 		}
 	}
-	sets := &appsv1.StatefulSetList{}
-	if err := r.Client.List(ctx, sets, opts...); err != nil {
-		return "", res, err
-	}
-	for _, s := range sets.Items {
+	for _, s := range sets {
 		if s.Spec.Replicas == nil || s.Status.Replicas >= *s.Spec.Replicas {
 			continue
 		}
