@@ -250,25 +250,30 @@ YAML
   echo
 }
 
-# node_pod NAME NAMESPACE IMAGE SCRIPT [ENV]: a restricted pod on the real node from IMAGE (a catalog
-# app's, which runs as its own non-root user) running SCRIPT with its /bin/sh; ENV its container's
-# env, a YAML list.
+# node_pod NAME NAMESPACE IMAGE COMMAND [ENV] [SECRET]: a restricted pod on the real node from IMAGE
+# (a catalog app's, which runs as its own non-root user). COMMAND is a script for its /bin/sh, or a
+# command as a YAML list; ENV its container's env, a YAML list; SECRET a Secret mounted at /tls.
+# RESTART=OnFailure runs the command until it succeeds (Never by default).
 node_pod() {
+  local command="[/bin/sh, -c, '$4']"
+  [[ $4 == \[* ]] && command=$4
   cat <<YAML
 apiVersion: v1
 kind: Pod
 metadata: {name: $1, namespace: $2}
 spec:
   nodeSelector: {kubernetes.io/hostname: $name}
-  restartPolicy: Never
+  restartPolicy: ${RESTART:-Never}
   securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
   containers:
     - name: main
       image: $3
-      command: [/bin/sh, -c, '$4']
+      command: $command
       env: ${5:-[]}
       resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
       securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+      volumeMounts: [${6:+{name: tls, mountPath: /tls, readOnly: true\}}]
+  volumes: [${6:+{name: tls, secret: {secretName: $6\}\}}]
 ---
 YAML
 }
@@ -353,24 +358,9 @@ YAML
   "${as_acme[@]}" get -n tenant-acme etcd/etcd -o wide
   image=$(kubectl get -n tenant-acme pod/etcd-0 -o jsonpath='{.spec.containers[0].image}')
   echo "  acme's pod runs etcdctl endpoint health with the client certificate in the Secret etcd-client:"
-  "${as_acme[@]}" apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: etcd-client, namespace: tenant-acme}
-spec:
-  nodeSelector: {kubernetes.io/hostname: $name}
-  restartPolicy: OnFailure
-  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-  containers:
-    - name: main
-      image: $image
-      command: [/usr/local/bin/etcdctl, --endpoints=https://etcd.tenant-acme.svc:2379, --cacert=/tls/ca.crt,
-        --cert=/tls/tls.crt, --key=/tls/tls.key, --dial-timeout=3s, --command-timeout=5s, endpoint, health]
-      resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
-      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
-      volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
-  volumes: [{name: tls, secret: {secretName: etcd-client}}]
-YAML
+  RESTART=OnFailure node_pod etcd-client tenant-acme "$image" '[/usr/local/bin/etcdctl, --endpoints=https://etcd.tenant-acme.svc:2379,
+        --cacert=/tls/ca.crt, --cert=/tls/tls.crt, --key=/tls/tls.key, --dial-timeout=3s, --command-timeout=5s, endpoint, health]' \
+    '[]' etcd-client | "${as_acme[@]}" apply -f - >/dev/null
   printf '    tenant-acme/etcd-client: %s\n' "$(pod_output tenant-acme etcd-client 2>&1 | grep -v '^{' | tail -1)"
   "${as_acme[@]}" delete -n tenant-acme etcd/etcd --wait=false >/dev/null
   echo
