@@ -289,6 +289,20 @@ pod_output() {
   kubectl delete -n "$1" "pod/$2" --wait=false >/dev/null
 }
 
+# claims: a tenant's Ingresses and Services claim only what is its own (the tenant-controller
+# chart's admission policy flotilla-tenant-claims, in kube-apiserver).
+claims() {
+  say "a tenant claims only its own host names and addresses"
+  echo "  \$ kubectl create ingress shop -n tenant-acme --rule=shop.beta.example.org/=web:80   # as acme's admin"
+  "${as_acme[@]}" create ingress shop -n tenant-acme --rule='shop.beta.example.org/=web:80' 2>&1 | sed 's/^/    /' || true
+  echo "  \$ kubectl create ingress shop -n tenant-acme --rule=shop.acme.example.org/=web:80"
+  "${as_acme[@]}" create ingress shop -n tenant-acme --rule='shop.acme.example.org/=web:80' 2>&1 | sed 's/^/    /'
+  "${as_acme[@]}" delete ingress shop -n tenant-acme >/dev/null
+  echo "  \$ kubectl create service nodeport web -n tenant-acme --tcp=80"
+  "${as_acme[@]}" create service nodeport web -n tenant-acme --tcp=80 2>&1 | sed 's/^/    /' || true
+  echo
+}
+
 # real_node: the real node localcp starts once its stage is built (root only), and what it runs.
 real_node() {
   if [[ $EUID -ne 0 ]]; then
@@ -802,7 +816,7 @@ up() {
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --flux-storage-port $((base + 13)) --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port,usage.flotilla.dev/v1alpha1=$usage_port" \
-      --apply "$tenant_roles$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml" \
+      --apply "$tenant_roles$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml,$root/deploy/charts/tenant-controller/templates/claims-policy.yaml" \
       --webhook-port "$webhook_port" --scheduler --scheduler-extenders "$extenders" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
       --users acme-admin=tenant-acme-admin,acme-user=tenant-acme-use,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin "${node_flag[@]}" \
       > "$state/logs/localcp.log" 2>&1 &
@@ -979,6 +993,7 @@ YAML
   await usage
   usage_report
   real_node
+  claims
   say "the tenant tree"
   kubectl get tenants.tenancy.flotilla.dev -A -o jsonpath='{range .items[*]}{.status.path}{"\t"}{.status.depth}{"\t"}{.metadata.name}{"\t"}{.status.namespace}{"\t"}{.status.host}{"\t"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     sort | awk -F'\t' 'BEGIN{printf "%-28s %-22s %-26s %s\n","TENANT","NAMESPACE","HOST","READY"}

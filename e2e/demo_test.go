@@ -63,7 +63,11 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{"redis.apps.flotilla.dev/cache created", "redis.apps.flotilla.dev/cache condition met",
 		"pod redis-cache-0 cannot be scheduled: ", // its claim names no StorageClass, and none is the default
 		"2 replicas of 150Gi: the largest free on 2 distinct zones is 100Gi",
-		`User "beta-admin" cannot list resource "postgreses"`} {
+		`User "beta-admin" cannot list resource "postgreses"`,
+		// A tenant claims only its own host names and addresses.
+		"spec.rules[].host: shop.beta.example.org is not acme.example.org or a name below it",
+		"ingress.networking.k8s.io/shop created",
+		"spec.type: NodePort, and spec.ports[].nodePort, open a port on every node"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -290,4 +291,73 @@ func TestAttackConcurrentChildrenCannotOversubscribe(t *testing.T) {
 		}
 		deleteTree(ctx, g, kids...)
 	}
+}
+
+// A tenant's Ingresses and Services claim only what is its own: host names under its host, no
+// external address of the cluster's network, no port on every node. The platform may.
+func TestTenantClaimsOnlyItsOwnHostsAndAddresses(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctxFor(t)
+	_, acme := acmeAndBeta(ctx, t, g, "2")
+	ingress := func(name string, hosts ...string) *networkingv1.Ingress {
+		in := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant-acme"}}
+		backend := &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}
+		for _, h := range hosts {
+			in.Spec.Rules = append(in.Spec.Rules, networkingv1.IngressRule{Host: h, IngressRuleValue: networkingv1.IngressRuleValue{
+				HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+					Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: *backend}}}}})
+		}
+		return in
+	}
+	service := func(name string, mutate func(*corev1.ServiceSpec)) *corev1.Service {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant-acme"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		mutate(&svc.Spec)
+		return svc
+	}
+	refused := func(err error, says ...string) {
+		g.ExpectWithOffset(1, apierrors.IsForbidden(err)).To(BeTrue(), "want 403, got %v", err)
+		for _, s := range append(says, "flotilla-tenant-claims") {
+			g.ExpectWithOffset(1, err.Error()).To(ContainSubstring(s))
+		}
+	}
+
+	// kube-apiserver loads a new policy a moment after it is created.
+	g.Eventually(func() error {
+		return acme.Create(ctx, ingress("beta-shop", "shop.beta.example.org"))
+	}).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("flotilla-tenant-claims")))
+	refused(acme.Create(ctx, ingress("beta-shop", "shop.beta.example.org")), "spec.rules[].host: shop.beta.example.org", "acme.example.org")
+	refused(acme.Create(ctx, ingress("apex", "example.org")), "example.org is not acme.example.org")
+	refused(acme.Create(ctx, ingress("wild", "*.example.org")), "*.example.org")
+	refused(acme.Create(ctx, ingress("lookalike", "evilacme.example.org")), "evilacme.example.org")
+	refused(acme.Create(ctx, ingress("catch-all", "")), "spec.rules[].host: required")
+	tls := ingress("tls", "shop.acme.example.org")
+	tls.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"shop.acme.example.org", "login.beta.example.org"}, SecretName: "tls"}}
+	refused(acme.Create(ctx, tls), "login.beta.example.org")
+	mine := ingress("shop", "shop.acme.example.org", "acme.example.org", "*.acme.example.org")
+	g.Expect(acme.Create(ctx, mine)).To(Succeed())
+	mine.Spec.Rules[0].Host = "shop.beta.example.org"
+	refused(acme.Update(ctx, mine), "shop.beta.example.org")
+
+	refused(acme.Create(ctx, service("external", func(s *corev1.ServiceSpec) { s.ExternalIPs = []string{"192.0.2.10"} })), "spec.externalIPs")
+	refused(acme.Create(ctx, service("node-port", func(s *corev1.ServiceSpec) { s.Type = corev1.ServiceTypeNodePort })), "spec.type: NodePort")
+	refused(acme.Create(ctx, service("lb-port", func(s *corev1.ServiceSpec) {
+		s.Type = corev1.ServiceTypeLoadBalancer
+		s.Ports[0].NodePort = 30080
+	})), "spec.ports[].nodePort")
+	// A LoadBalancer Service gets its address from the pool and no node port, and stays
+	// writable.
+	lb := service("lb", func(s *corev1.ServiceSpec) { s.Type = corev1.ServiceTypeLoadBalancer })
+	g.Expect(acme.Create(ctx, lb)).To(Succeed())
+	g.Expect(lb.Spec.AllocateLoadBalancerNodePorts).To(Equal(ptr.To(false)))
+	g.Expect(lb.Spec.Ports[0].NodePort).To(BeZero())
+	lb.Labels = map[string]string{"tier": "web"}
+	g.Expect(acme.Update(ctx, lb)).To(Succeed())
+	lb.Spec.AllocateLoadBalancerNodePorts = ptr.To(true)
+	g.Expect(acme.Update(ctx, lb)).To(Succeed())
+	g.Expect(lb.Spec.AllocateLoadBalancerNodePorts).To(Equal(ptr.To(false)))
+
+	// The platform's identities may (a tenant cluster's control plane, say).
+	g.Expect(k8s.Create(ctx, service("platform", func(s *corev1.ServiceSpec) { s.Type = corev1.ServiceTypeNodePort }))).To(Succeed())
+	g.Expect(k8s.Create(ctx, ingress("platform", "console.example.org"))).To(Succeed())
 }
