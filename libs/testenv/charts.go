@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // ChartRepository is a Helm chart repository served on a loopback port: an index.yaml and the
@@ -14,6 +15,28 @@ import (
 type ChartRepository struct {
 	URL    string
 	server *http.Server
+	// auth, when set, is the user and password every request must carry (HTTP basic auth).
+	auth atomic.Pointer[[2]string]
+}
+
+// RequireBasicAuth makes the repository private: from now on every request must carry user and
+// password, or is answered 401.
+func (r *ChartRepository) RequireBasicAuth(user, password string) {
+	r.auth.Store(&[2]string{user, password})
+}
+
+func (r *ChartRepository) serve(files http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if want := r.auth.Load(); want != nil {
+			user, password, ok := req.BasicAuth()
+			if !ok || user != want[0] || password != want[1] {
+				w.Header().Set("WWW-Authenticate", `Basic realm="charts"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		files.ServeHTTP(w, req)
+	})
 }
 
 // ServeCharts packages each chart directory with the builder's helm into dir, indexes them and
@@ -37,7 +60,8 @@ func ServeCharts(dir string, port int, charts ...string) (*ChartRepository, erro
 	if out, err := exec.Command(helm, "repo", "index", dir, "--url", url).CombinedOutput(); err != nil {
 		return nil, errors.Join(fmt.Errorf("helm repo index: %w: %s", err, out), l.Close())
 	}
-	r := &ChartRepository{URL: url, server: &http.Server{Handler: http.FileServer(http.Dir(dir))}}
+	r := &ChartRepository{URL: url}
+	r.server = &http.Server{Handler: r.serve(http.FileServer(http.Dir(dir)))}
 	go func() { _ = r.server.Serve(l) }()
 	return r, nil
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -32,14 +33,20 @@ func main() {
 	opts := manager.Options{Name: "app-catalog-controller"}
 	opts.BindFlags(flag.CommandLine)
 	maxArtifact := flag.Int64("max-artifact-size", 50<<20, "Largest CatalogSource artifact read, in bytes (compressed and uncompressed).")
+	var secretNamespaces []string
+	flag.Func("catalog-secret-namespaces", "Comma-separated namespaces whose Secrets the catalog's Flux sources may name (credentials of private catalogs): "+
+		"the only Secrets the controller reads, copied into the delivery namespaces of the tenants whose apps use the source.", func(v string) error {
+		secretNamespaces = strings.Split(v, ",")
+		return nil
+	})
 	flag.Parse()
-	if err := run(opts, *maxArtifact); err != nil {
+	if err := run(opts, *maxArtifact, secretNamespaces); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "app-catalog-controller failed")
 		os.Exit(1)
 	}
 }
 
-func run(opts manager.Options, maxArtifact int64) error {
+func run(opts manager.Options, maxArtifact int64, secretNamespaces []string) error {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, catalogv1.AddToScheme, helmv2.AddToScheme, sourcev1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -63,7 +70,11 @@ func run(opts manager.Options, maxArtifact int64) error {
 	if err := (&definition.Reconciler{Client: mgr.GetClient(), Discovery: dc}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&deliverysource.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	secrets, err := deliverysource.SecretsCache(mgr, secretNamespaces)
+	if err != nil {
+		return err
+	}
+	if err := (&deliverysource.Reconciler{Client: mgr.GetClient(), Secrets: secrets}).SetupWithManager(mgr, secrets); err != nil {
 		return err
 	}
 	if err := (&tenantservice.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

@@ -41,3 +41,8 @@ affinity:
             matchLabels: {{- include "acc.componentSelector" . | nindent 14 }}
 {{- end }}
 {{- end }}
+
+{{/* The namespaces whose Secrets catalog sources may name, comma-separated. */}}
+{{- define "acc.catalogSecretNamespaces" -}}
+{{- join "," (default (list .Release.Namespace) .Values.catalogSecrets.namespaces) -}}
+{{- end }}

@@ -236,7 +236,12 @@ func startController(ctx context.Context) error {
 	if err := (&definition.Reconciler{Client: mgr.GetClient(), Discovery: dc}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&deliverysource.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	// The catalog's credentials are kept in its own namespace, as the chart's default.
+	secrets, err := deliverysource.SecretsCache(mgr, []string{catalogNamespace})
+	if err != nil {
+		return err
+	}
+	if err := (&deliverysource.Reconciler{Client: mgr.GetClient(), Secrets: secrets}).SetupWithManager(mgr, secrets); err != nil {
 		return err
 	}
 	if err := (&tenantservice.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

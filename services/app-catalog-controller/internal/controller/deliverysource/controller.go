@@ -6,13 +6,15 @@
 // A copy is made only where an app needs it, holds the original's spec, follows every change of
 // the original, and is removed once no app of the namespace uses it. The apps apiserver names the
 // copy in the HelmRelease it writes (catalog.SourceCopyName); until the copy exists helm-controller
-// waits for it.
+// waits for it. The Secrets a source names (a private catalog's credentials) are copied beside it
+// (secrets.go).
 package deliverysource
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -23,11 +25,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
@@ -44,10 +48,14 @@ var SourceKinds = []string{sourcev1.HelmRepositoryKind, sourcev1.GitRepositoryKi
 // Reconciler reconciles one delivery namespace's source copies.
 type Reconciler struct {
 	Client client.Client
+	// Secrets reads the Secrets the originals name: a cache of the namespaces the catalog's
+	// credentials are kept in (SecretsCache), the only ones the controller may read.
+	Secrets client.Reader
 }
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;gitrepositories;ocirepositories;buckets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch;delete
 
 // Reconcile makes the copies of one delivery namespace match what its apps use.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -118,6 +126,9 @@ func (r *Reconciler) applyCopy(ctx context.Context, ns, name string, ref catalog
 	copied.SetName(name)
 	copied.SetLabels(map[string]string{catalogv1.LabelSourceCopy: "true"})
 	copied.SetAnnotations(map[string]string{catalogv1.AnnotationSourceCopyOf: ref.Namespace + "/" + ref.Name})
+	if err := r.copySecrets(ctx, orig, copied, live); err != nil {
+		return err
+	}
 	_, err := ssa.ApplyUnstructured(ctx, r.Client, copied, live, FieldOwner) // quiet at steady state
 	return err
 }
@@ -137,6 +148,13 @@ func (r *Reconciler) prune(ctx context.Context, ns string, want map[string]catal
 			if ref, ok := want[c.GetName()]; ok && ref.Kind == kind {
 				continue
 			}
+			if c.GetAnnotations()[AnnotationSecretsOf] != "" {
+				var names []string
+				for _, ref := range secretRefs {
+					names = append(names, secretCopyName(c.GetName(), ref.suffix))
+				}
+				errs = append(errs, r.deleteSecretCopies(ctx, ns, names))
+			}
 			errs = append(errs, client.IgnoreNotFound(r.Client.Delete(ctx, c)))
 		}
 	}
@@ -145,7 +163,7 @@ func (r *Reconciler) prune(ctx context.Context, ns string, want map[string]catal
 
 // SetupWithManager watches delivery namespaces, the HelmReleases in them, the definitions they
 // name and the catalog sources (originals and copies).
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, secrets cache.Cache) error {
 	isDelivery := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[tenancyv1.LabelDeliveryFor] != "" })
 	b := ctrl.NewControllerManagedBy(mgr).Named("deliverysource").
 		For(&corev1.Namespace{}, builder.WithPredicates(isDelivery)).
@@ -160,7 +178,55 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		src.SetGroupVersionKind(sourceGVK(kind))
 		b = b.Watches(src, handler.EnqueueRequestsFromMapFunc(r.namespacesCopying(kind)))
 	}
+	// A Secret of the catalog's changes (credentials rotated): every delivery namespace holding a
+	// copy of a source of its namespace looks again. The cache holds only those namespaces.
+	if secrets != nil {
+		b = b.WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+				return r.namespacesCopyingFrom(ctx, s.Namespace)
+			})))
+	}
 	return b.Complete(r)
+}
+
+// SecretsCache is a cache of the Secrets of the namespaces where the catalog's credentials are
+// kept (--catalog-secret-namespaces), added to mgr; nil for none: no source may name a Secret.
+func SecretsCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
+	if len(namespaces) == 0 {
+		return nil, nil
+	}
+	byNamespace := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		byNamespace[ns] = cache.Config{}
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: byNamespace, ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {}}})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// namespacesCopyingFrom maps a namespace to the delivery namespaces holding a copy of one of its
+// sources.
+func (r *Reconciler) namespacesCopyingFrom(ctx context.Context, ns string) []reconcile.Request {
+	var out []reconcile.Request
+	seen := map[string]bool{}
+	for _, kind := range SourceKinds {
+		copies := &unstructured.UnstructuredList{}
+		copies.SetGroupVersionKind(sourceGVK(kind + "List"))
+		if err := r.Client.List(ctx, copies, client.MatchingLabels{catalogv1.LabelSourceCopy: "true"}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing source copies")
+			return nil
+		}
+		for _, c := range copies.Items {
+			if strings.HasPrefix(c.GetAnnotations()[catalogv1.AnnotationSourceCopyOf], ns+"/") && !seen[c.GetNamespace()] {
+				seen[c.GetNamespace()] = true
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.GetNamespace()}})
+			}
+		}
+	}
+	return out
 }
 
 // namespacesUsingDefinition maps a definition to the delivery namespaces holding its apps.
