@@ -61,14 +61,10 @@ func (s *appStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions)
 // Label selectors apply to the app's labels; field selectors to metadata.name and
 // metadata.namespace.
 func (s *appStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
-	if opts == nil {
-		opts = &metainternalversion.ListOptions{}
-	}
-	keep, err := s.filter(opts)
+	opts, keep, err := s.reading(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	s.store.caughtUp(ctx)
 	var at uint64
 	from, limit := "", opts.Limit
 	switch {
@@ -157,6 +153,20 @@ func listKey(hr *helmv2.HelmRelease) string {
 	return "/" + catalog.AppNamespace(hr) + "/" + hr.Labels[catalogv1.LabelAppName]
 }
 
+// reading begins a list or a watch: its options (none: the defaults), its selectors as a filter,
+// once the store shows what this server has written and read (read-your-writes).
+func (s *appStorage) reading(ctx context.Context, opts *metainternalversion.ListOptions) (*metainternalversion.ListOptions, func(*helmv2.HelmRelease) bool, error) {
+	if opts == nil {
+		opts = &metainternalversion.ListOptions{}
+	}
+	keep, err := s.filter(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.store.caughtUp(ctx)
+	return opts, keep, nil
+}
+
 // filter is a list's or watch's selectors as a test on an app's HelmRelease. Labels are the
 // app's: the platform's apps.flotilla.dev/ keys, which an app never shows, match nothing.
 func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2.HelmRelease) bool, error) {
@@ -181,14 +191,10 @@ func (s *appStorage) filter(opts *metainternalversion.ListOptions) (func(*helmv2
 // Watch implements rest.Watcher, from the store (see store.watch for resourceVersion rules). A
 // watch from a resourceVersion the store has not seen yet waits for it, as a list does.
 func (s *appStorage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
-	if opts == nil {
-		opts = &metainternalversion.ListOptions{}
-	}
-	keep, err := s.filter(opts)
+	opts, keep, err := s.reading(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	s.store.caughtUp(ctx)
 	if rv := parseRV(opts.ResourceVersion); rv > 0 {
 		if err := s.store.waitFresh(ctx, rv); err != nil {
 			return nil, err
