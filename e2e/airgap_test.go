@@ -142,6 +142,7 @@ func TestAirGappedInstall(t *testing.T) {
 		}
 	}
 	customersOrderApps(ctx, t, c)
+	impersonationMatrix(ctx, t, c.env.Config)
 }
 
 // airGapped is a fresh control plane with a real node and a registry mirror on the node's link,

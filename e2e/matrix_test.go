@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
+)
+
+// matrixSubject is one identity of a tenant, as kube-apiserver knows it.
+type matrixSubject struct {
+	name   string
+	user   string
+	groups []string
+}
+
+// matrixVerbs are the verbs asked of every resource that serves them.
+var matrixVerbs = []string{"get", "list", "create", "update", "delete"}
+
+// readLike are the kinds whose create reads or reviews and writes nothing: any signed-in user may.
+var readLike = map[string]bool{
+	"authorization.k8s.io/selfsubjectaccessreviews": true, "authorization.k8s.io/selfsubjectrulesreviews": true,
+	"authentication.k8s.io/selfsubjectreviews": true,
+	"usage.flotilla.dev/usagereports":          true, // a report of the tenant's own usage, computed on create
+}
+
+// impersonationMatrix asks kube-apiserver (SubjectAccessReview) what each identity of tenant acme
+// may do with every resource the platform serves (discovery: built-in kinds, CRDs and the
+// aggregated apps and usage APIs), in its own namespace, its delivery namespace, its sibling's and
+// the platform's, and at cluster scope; prints the matrix (every allowed cell) and fails where it
+// crosses a boundary:
+//   - nobody reaches the sibling tenant's namespace or the platform's;
+//   - the viewer writes nothing (readLike aside);
+//   - the tenant's users never reach its delivery namespace, and its delivery identity writes there
+//     only Helm's release records (Secrets);
+//   - nobody writes a cluster-scoped object (readLike aside).
+func impersonationMatrix(ctx context.Context, t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	const own, sibling, platform = "tenant-acme", "tenant-beta", "flotilla-system"
+	delivery := tenancyv1.DeliveryNamespace(own)
+	authenticated := "system:authenticated"
+	subjects := []matrixSubject{
+		{"admin", "admin@acme.example", []string{"tenant-acme-admin", authenticated}},
+		{"viewer", "viewer@acme.example", []string{"tenant-acme-view", authenticated}},
+		{"delivery", "system:serviceaccount:" + delivery + ":" + tenancyv1.DeliveryServiceAccount,
+			[]string{"system:serviceaccounts", "system:serviceaccounts:" + delivery, authenticated}},
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists, err := dc.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type cell struct {
+		subject   matrixSubject
+		resource  string // group/resource ("" group: the core)
+		namespace string // "" for cluster scope
+		verb      string
+		allowed   bool
+	}
+	var cells []*cell
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") {
+				continue
+			}
+			namespaces := []string{""}
+			if r.Namespaced {
+				namespaces = []string{own, delivery, sibling, platform}
+			}
+			for _, verb := range matrixVerbs {
+				if !slices.Contains(r.Verbs, verb) {
+					continue
+				}
+				for _, ns := range namespaces {
+					for _, s := range subjects {
+						cells = append(cells, &cell{subject: s, resource: gv.Group + "/" + r.Name, namespace: ns, verb: verb})
+					}
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	work := make(chan *cell)
+	errs := make(chan error, len(cells))
+	for range 8 {
+		wg.Go(func() {
+			for c := range work {
+				group, resource, _ := strings.Cut(c.resource, "/")
+				review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+					Spec: authorizationv1.SubjectAccessReviewSpec{User: c.subject.user, Groups: c.subject.groups,
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.namespace, Verb: c.verb, Group: group, Resource: resource}},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				c.allowed = review.Status.Allowed
+			}
+		})
+	}
+	for _, c := range cells {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("SubjectAccessReview: %v", err)
+	}
+
+	// The matrix: per resource and namespace, what each identity may (g l c u d), allowed cells only.
+	type row struct{ resource, namespace string }
+	allowed := map[row]map[string]string{}
+	var rows []row
+	for _, c := range cells {
+		if !c.allowed {
+			continue
+		}
+		r := row{c.resource, c.namespace}
+		if allowed[r] == nil {
+			allowed[r] = map[string]string{}
+			rows = append(rows, r)
+		}
+		allowed[r][c.subject.name] += c.verb[:1]
+		write := c.verb == "create" || c.verb == "update" || c.verb == "delete"
+		var crossed string
+		switch {
+		case c.namespace == sibling || c.namespace == platform:
+			crossed = "reaches another tenant's or the platform's namespace"
+		case readLike[strings.TrimPrefix(c.resource, "/")]:
+		case c.namespace == "" && write:
+			crossed = "writes a cluster-scoped object"
+		case c.subject.name == "viewer" && write:
+			crossed = "writes as a viewer"
+		case c.namespace == delivery && c.subject.name != "delivery":
+			crossed = "reaches the tenant's delivery namespace"
+		case c.namespace == delivery && write && c.resource != "/secrets":
+			crossed = "writes in its delivery namespace beyond Helm's release records"
+		}
+		if crossed != "" {
+			t.Errorf("acme's %s %s: may %s %s in %q", c.subject.name, crossed, c.verb, c.resource, c.namespace)
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.resource+" "+a.namespace, b.resource+" "+b.namespace) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "what acme's identities may do, of %d questions (g get, l list, c create, u update, d delete; allowed cells only; every other cell is refused):\n", len(cells))
+	fmt.Fprintf(&b, "  %-58s %-18s %-6s %-6s %s\n", "RESOURCE", "NAMESPACE", "ADMIN", "VIEWER", "DELIVERY")
+	for _, r := range rows {
+		ns := r.namespace
+		if ns == "" {
+			ns = "(cluster)"
+		}
+		a := allowed[r]
+		fmt.Fprintf(&b, "  %-58s %-18s %-6s %-6s %s\n", strings.TrimPrefix(r.resource, "/"), ns, a["admin"], a["viewer"], a["delivery"])
+	}
+	t.Log(b.String())
+}
