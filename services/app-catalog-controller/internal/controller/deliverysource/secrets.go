@@ -17,9 +17,10 @@ import (
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 )
 
-// AnnotationSecretsOf, on a copy, names the versions of the original's Secrets its own copies hold
-// (<namespace>/<name>@<uid>/<resourceVersion>, no content): they are written again only when it
-// changes.
+// AnnotationSecretsOf, on a copy, holds a digest of the versions of the original's Secrets that its
+// Secret copies hold (namespace, name, uid and resourceVersion of each; nothing of their content):
+// they are written again only when it changes. A Secret copy deleted by hand is made again with
+// its source copy (delete that too), or at the original's next change.
 const AnnotationSecretsOf = "catalog.flotilla.dev/secrets-of"
 
 // secretRefs are where a Flux source names a Secret of its namespace (source.toolkit.fluxcd.io/v1:
