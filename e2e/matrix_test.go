@@ -14,8 +14,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
 
 // matrixSubject is one identity of a tenant, as kube-apiserver knows it.
@@ -47,13 +45,15 @@ var readLike = map[string]bool{
 //   - nobody writes a cluster-scoped object (readLike aside).
 func impersonationMatrix(ctx context.Context, t *testing.T, cfg *rest.Config) {
 	t.Helper()
-	const own, sibling, platform = "tenant-acme", "tenant-beta", "flotilla-system"
-	delivery := tenancyv1.DeliveryNamespace(own)
+	// The tenant-controller's names: a tenant's delivery namespace and the identity in it that
+	// installs its apps (tenancyv1.DeliveryNamespace, tenancyv1.DeliveryServiceAccount).
+	const own, delivery, sibling, platform = "tenant-acme", "apps-acme", "tenant-beta", "flotilla-system"
+	const deliveryIdentity = "flotilla-delivery"
 	authenticated := "system:authenticated"
 	subjects := []matrixSubject{
 		{"admin", "admin@acme.example", []string{"tenant-acme-admin", authenticated}},
 		{"viewer", "viewer@acme.example", []string{"tenant-acme-view", authenticated}},
-		{"delivery", "system:serviceaccount:" + delivery + ":" + tenancyv1.DeliveryServiceAccount,
+		{"delivery", "system:serviceaccount:" + delivery + ":" + deliveryIdentity,
 			[]string{"system:serviceaccounts", "system:serviceaccounts:" + delivery, authenticated}},
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
