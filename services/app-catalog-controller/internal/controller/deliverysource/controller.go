@@ -210,23 +210,7 @@ func SecretsCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
 // namespacesCopyingFrom maps a namespace to the delivery namespaces holding a copy of one of its
 // sources.
 func (r *Reconciler) namespacesCopyingFrom(ctx context.Context, ns string) []reconcile.Request {
-	var out []reconcile.Request
-	seen := map[string]bool{}
-	for _, kind := range SourceKinds {
-		copies := &unstructured.UnstructuredList{}
-		copies.SetGroupVersionKind(sourceGVK(kind + "List"))
-		if err := r.Client.List(ctx, copies, client.MatchingLabels{catalogv1.LabelSourceCopy: "true"}); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing source copies")
-			return nil
-		}
-		for _, c := range copies.Items {
-			if strings.HasPrefix(c.GetAnnotations()[catalogv1.AnnotationSourceCopyOf], ns+"/") && !seen[c.GetNamespace()] {
-				seen[c.GetNamespace()] = true
-				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.GetNamespace()}})
-			}
-		}
-	}
-	return out
+	return r.namespacesHoldingCopies(ctx, SourceKinds, func(of string) bool { return strings.HasPrefix(of, ns+"/") })
 }
 
 // namespacesUsingDefinition maps a definition to the delivery namespaces holding its apps.
@@ -254,18 +238,30 @@ func (r *Reconciler) namespacesCopying(kind string) handler.MapFunc {
 		if o.GetLabels()[catalogv1.LabelSourceCopy] == "true" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
 		}
+		orig := o.GetNamespace() + "/" + o.GetName()
+		return r.namespacesHoldingCopies(ctx, []string{kind}, func(of string) bool { return of == orig })
+	}
+}
+
+// namespacesHoldingCopies returns, once each, the namespaces holding a copy of one of kinds whose
+// original (its AnnotationSourceCopyOf, <namespace>/<name>) matches. A map function cannot return
+// an error: a failed list is logged and maps to nothing.
+func (r *Reconciler) namespacesHoldingCopies(ctx context.Context, kinds []string, matches func(of string) bool) []reconcile.Request {
+	var out []reconcile.Request
+	seen := map[string]bool{}
+	for _, kind := range kinds {
 		copies := &unstructured.UnstructuredList{}
 		copies.SetGroupVersionKind(sourceGVK(kind + "List"))
 		if err := r.Client.List(ctx, copies, client.MatchingLabels{catalogv1.LabelSourceCopy: "true"}); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Listing source copies")
 			return nil
 		}
-		var out []reconcile.Request
 		for _, c := range copies.Items {
-			if c.GetAnnotations()[catalogv1.AnnotationSourceCopyOf] == o.GetNamespace()+"/"+o.GetName() {
+			if matches(c.GetAnnotations()[catalogv1.AnnotationSourceCopyOf]) && !seen[c.GetNamespace()] {
+				seen[c.GetNamespace()] = true
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.GetNamespace()}})
 			}
 		}
-		return out
 	}
+	return out
 }
