@@ -148,12 +148,10 @@ func (r *Reconciler) prune(ctx context.Context, ns string, want map[string]catal
 			if ref, ok := want[c.GetName()]; ok && ref.Kind == kind {
 				continue
 			}
-			if c.GetAnnotations()[AnnotationSecretsOf] != "" {
-				var names []string
-				for _, ref := range secretRefs {
-					names = append(names, secretCopyName(c.GetName(), ref.suffix))
-				}
-				errs = append(errs, r.deleteSecretCopies(ctx, ns, names))
+			// The copy is the only record of its Secret copies: it goes once they are gone.
+			if err := r.deleteSecretCopies(ctx, ns, secretCopiesOf(c)); err != nil {
+				errs = append(errs, err)
+				continue
 			}
 			errs = append(errs, client.IgnoreNotFound(r.Client.Delete(ctx, c)))
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -39,13 +38,33 @@ var secretRefs = []struct {
 // names for suffix.
 func secretCopyName(copyName, suffix string) string { return copyName + "-" + suffix }
 
+// secretCopiesOf are the Secret copies the source copy c names: the ones copySecrets made for it.
+// The copy's spec is the record; a name there that is not its own Secret copy's (secretCopyName)
+// was not written by copySecrets, and is not the catalog's to delete.
+func secretCopiesOf(c *unstructured.Unstructured) []string {
+	var names []string
+	for _, ref := range secretRefs {
+		name := secretCopyName(c.GetName(), ref.suffix)
+		if got, _, _ := unstructured.NestedString(c.Object, ref.path...); got == name {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // copySecrets points copied (a source copy, its spec the original's) at copies, in its own
 // namespace, of the Secrets the original names, and writes them unless live (the copy as it is,
-// or nil) says they hold the originals' current versions. Copies of Secrets the original no longer
-// names are deleted. A private catalog thus works for apps: helm-controller, locked down to its
-// HelmReleases' namespace, reads the copies; tenants, who cannot read their delivery namespace,
-// never do.
+// or nil) says they hold the originals' current versions. Copies that live names of Secrets the
+// original no longer names are deleted. A private catalog thus works for apps: helm-controller,
+// locked down to its HelmReleases' namespace, reads the copies; tenants, who cannot read their
+// delivery namespace, never do.
 func (r *Reconciler) copySecrets(ctx context.Context, orig, copied, live *unstructured.Unstructured) error {
+	made := map[string]bool{}
+	if live != nil {
+		for _, name := range secretCopiesOf(live) {
+			made[name] = true
+		}
+	}
 	var versions []string
 	var wanted []*corev1ac.SecretApplyConfiguration
 	var unwanted []string
@@ -53,7 +72,9 @@ func (r *Reconciler) copySecrets(ctx context.Context, orig, copied, live *unstru
 		name := secretCopyName(copied.GetName(), ref.suffix)
 		src, _, _ := unstructured.NestedString(orig.Object, ref.path...)
 		if src == "" {
-			unwanted = append(unwanted, name)
+			if made[name] {
+				unwanted = append(unwanted, name)
+			}
 			continue
 		}
 		secret := &corev1.Secret{}
@@ -93,13 +114,15 @@ func (r *Reconciler) copySecrets(ctx context.Context, orig, copied, live *unstru
 	return r.deleteSecretCopies(ctx, copied.GetNamespace(), unwanted)
 }
 
-// deleteSecretCopies deletes the named Secret copies of namespace ns, those that exist.
+// deleteSecretCopies deletes the named Secret copies of namespace ns; one already gone (deleted by
+// hand) is no error. The names are those a source copy records (secretCopiesOf), each a Secret the
+// catalog made, so Forbidden is an error: a missing RBAC grant, or the admission policy refusing a
+// Secret that is not a copy, must be seen.
 func (r *Reconciler) deleteSecretCopies(ctx context.Context, ns string, names []string) error {
 	for _, name := range names {
 		s := &corev1.Secret{}
 		s.Namespace, s.Name = ns, name
-		// Only a copy: the catalog's policy refuses its deletion of anything else.
-		if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}
