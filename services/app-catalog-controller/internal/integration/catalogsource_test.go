@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -242,6 +243,17 @@ func TestCatalogSourceAddsDefinitionsAndReportsConflicts(t *testing.T) {
 // its Chart.yaml annotation.
 func writeChart(t *testing.T, dir, name, version, definition string) string {
 	t.Helper()
+	return writeChartWith(t, dir, name, version, definition, map[string]string{
+		"values.yaml": "replicas: 1\n",
+		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n" +
+			"data:\n  replicas: {{ .Values.replicas | quote }}\n  chart: {{ .Chart.Version | quote }}\n",
+	})
+}
+
+// writeChartWith writes a chart of the given files (values and templates), with the definition
+// (if any) in its Chart.yaml annotation.
+func writeChartWith(t *testing.T, dir, name, version, definition string, files map[string]string) string {
+	t.Helper()
 	chart := filepath.Join(dir, name+"-"+version)
 	meta := map[string]any{"apiVersion": "v2", "name": name, "version": version}
 	if definition != "" {
@@ -251,12 +263,8 @@ func writeChart(t *testing.T, dir, name, version, definition string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{
-		"Chart.yaml":  string(raw),
-		"values.yaml": "replicas: 1\n",
-		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n" +
-			"data:\n  replicas: {{ .Values.replicas | quote }}\n  chart: {{ .Chart.Version | quote }}\n",
-	}
+	files = maps.Clone(files)
+	files["Chart.yaml"] = string(raw)
 	for file, content := range files {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, file)), 0o755); err != nil {
 			t.Fatal(err)
@@ -268,25 +276,29 @@ func writeChart(t *testing.T, dir, name, version, definition string) string {
 	return chart
 }
 
+// chartDefinition is the definition a chart carries for an app kind whose spec holds its
+// replicas (1 to maxReplicas) and the given further properties (JSON Schema, as YAML flow).
+func chartDefinition(kind, plural string, maxReplicas int, properties ...string) string {
+	return fmt.Sprintf(`apiVersion: catalog.flotilla.dev/v1alpha1
+kind: ApplicationDefinition
+metadata: {name: %s}
+spec:
+  names: {kind: %s, plural: %s}
+  chart: {sourceRef: {kind: HelmRepository, name: elsewhere, namespace: default}, name: ignored}
+  schema:
+    type: object
+    properties:
+      replicas: {type: integer, default: 1, minimum: 1, maximum: %d}
+%s`, plural, kind, plural, maxReplicas, strings.Join(append(properties, ""), "\n"))
+}
+
 // A partner publishes charts to a Helm repository, each carrying its definition: the newest
 // release of each chart (pre-releases aside) is added to the catalog, pointing at itself, and an
 // app of it is delivered from that repository.
 func TestCatalogSourceFromHelmRepository(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	def := func(maxReplicas int) string {
-		return fmt.Sprintf(`apiVersion: catalog.flotilla.dev/v1alpha1
-kind: ApplicationDefinition
-metadata: {name: keyvals}
-spec:
-  names: {kind: Keyval, plural: keyvals}
-  chart: {sourceRef: {kind: HelmRepository, name: elsewhere, namespace: default}, name: ignored}
-  schema:
-    type: object
-    properties:
-      replicas: {type: integer, default: 1, minimum: 1, maximum: %d}
-`, maxReplicas)
-	}
+	def := func(maxReplicas int) string { return chartDefinition("Keyval", "keyvals", maxReplicas) }
 	charts := []string{
 		writeChart(t, dir, "keyval", "0.1.0", def(3)),
 		writeChart(t, dir, "keyval", "0.2.0", def(5)),

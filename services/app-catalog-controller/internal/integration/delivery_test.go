@@ -112,17 +112,7 @@ func TestDeliveryNamespaceHoldsCopiesOfItsSources(t *testing.T) {
 func TestPrivateCatalogDeliversWithItsCredentials(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	repo, err := testenv.ServeCharts(filepath.Join(dir, "repo"), 0, writeChart(t, dir, "vault", "0.1.0", `apiVersion: catalog.flotilla.dev/v1alpha1
-kind: ApplicationDefinition
-metadata: {name: vaults}
-spec:
-  names: {kind: Vault, plural: vaults}
-  chart: {sourceRef: {kind: HelmRepository, name: elsewhere, namespace: default}, name: ignored}
-  schema:
-    type: object
-    properties:
-      replicas: {type: integer, default: 1, minimum: 1, maximum: 3}
-`))
+	repo, err := testenv.ServeCharts(filepath.Join(dir, "repo"), 0, writeChart(t, dir, "vault", "0.1.0", chartDefinition("Vault", "vaults", 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
