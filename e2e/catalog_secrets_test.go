@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
@@ -19,7 +20,8 @@ import (
 // The app-catalog-controller's rights over Secrets, as its chart renders them, against a real API
 // server: it reads the catalog's Secrets in its own namespace and nowhere else, and writes Secrets
 // only as its copies (labelled) in delivery namespaces: never a tenant's Secret, never an
-// unlabelled one in a delivery namespace, not even to read it through a write's answer.
+// unlabelled one in a delivery namespace, not even to read it through a write's answer. And it
+// creates ServiceAccounts only as apps' identities in delivery namespaces.
 func TestCatalogControllerWritesOnlyItsSecretCopies(t *testing.T) {
 	env, err := testenv.Start(testenv.Options{})
 	if err != nil {
@@ -106,5 +108,35 @@ func TestCatalogControllerWritesOnlyItsSecretCopies(t *testing.T) {
 	s := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "tenant-acme", Name: "db"}, s); err != nil || string(s.Data["password"]) != "acme's" {
 		t.Errorf("the tenant's Secret changed: %v %q", err, s.Data["password"])
+	}
+
+	// The ServiceAccounts it creates are apps' identities (policy app-catalog-controller-identities).
+	identity := func(ns string, mutate func(*corev1.ServiceAccount)) error {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "redis-cache", Namespace: ns,
+			Labels: map[string]string{"catalog.flotilla.dev/app-identity": "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Name: "redis-cache",
+				UID: "6a4d1b8e-0000-4000-8000-000000000001", Controller: ptr.To(true)}}},
+			AutomountServiceAccountToken: ptr.To(false)}
+		if mutate != nil {
+			mutate(sa)
+		}
+		return acc.Create(ctx, sa)
+	}
+	for what, err := range map[string]error{
+		"create an identity in a tenant's namespace":  identity("tenant-acme", nil),
+		"create an identity that mounts its token":    identity("apps-acme", func(sa *corev1.ServiceAccount) { sa.AutomountServiceAccountToken = nil }),
+		"create an unlabelled ServiceAccount":         identity("apps-acme", func(sa *corev1.ServiceAccount) { sa.Labels = nil }),
+		"create a ServiceAccount no HelmRelease owns": identity("apps-acme", func(sa *corev1.ServiceAccount) { sa.OwnerReferences = nil }),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the app-catalog-controller could %s: %v", what, err)
+		}
+	}
+	if err := identity("apps-acme", nil); err != nil {
+		t.Fatalf("an app's identity was refused: %v", err)
+	}
+	err = acc.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "redis-cache", Namespace: "apps-acme"}})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the app-catalog-controller could delete an identity: %v", err)
 	}
 }

@@ -816,7 +816,7 @@ up() {
     setsid nohup "$state/bin/localcp" --dir "$state" --crds "${crds%,}" --webhooks "${hooks%,}" \
       --module-crds "$cnpg" --flux --flux-storage-port $((base + 13)) --charts "${charts%,}" --charts-port "$charts_port" \
       --apiservices "apps.flotilla.dev/v1alpha1=$apps_port,usage.flotilla.dev/v1alpha1=$usage_port" \
-      --apply "$tenant_roles$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml,$root/deploy/charts/tenant-controller/templates/claims-policy.yaml" \
+      --apply "$tenant_roles$root/deploy/charts/storage-controller/templates/scheduling-gate-policy.yaml,$root/deploy/charts/cluster-controller/templates/cluster-secrets-policy.yaml,$root/deploy/charts/tenant-controller/templates/claims-policy.yaml,$root/deploy/charts/tenant-controller/templates/app-identity-policy.yaml" \
       --webhook-port "$webhook_port" --scheduler --scheduler-extenders "$extenders" --scheduler-metrics-port "$scheduler_metrics_port" --ovn \
       --users acme-admin=tenant-acme-admin,acme-user=tenant-acme-use,acme-viewer=tenant-acme-view,beta-admin=tenant-beta-admin "${node_flag[@]}" \
       > "$state/logs/localcp.log" 2>&1 &

@@ -40,20 +40,23 @@ var readLike = map[string]bool{
 // crosses a boundary:
 //   - nobody reaches the sibling tenant's namespace or the platform's;
 //   - the viewer writes nothing (readLike aside);
-//   - the tenant's users never reach its delivery namespace, and its delivery identity writes there
+//   - the tenant's users never reach its delivery namespace, and an app's identity writes there
 //     only Helm's release records (Secrets);
 //   - nobody writes a cluster-scoped object (readLike aside).
 func impersonationMatrix(ctx context.Context, t *testing.T, cfg *rest.Config) {
 	t.Helper()
-	// The tenant-controller's names: a tenant's delivery namespace and the identity in it that
-	// installs its apps (tenancyv1.DeliveryNamespace, tenancyv1.DeliveryServiceAccount).
+	// The tenant-controller's names: a tenant's delivery namespace (tenancyv1.DeliveryNamespace),
+	// and in it the identity of acme's Redis "sessions" (customersOrderApps), named like its
+	// HelmRelease. Every app's identity holds the same roles (tenancyv1.DeliveryGroup); the
+	// admission policy that holds each to its own release's objects is tried by the services'
+	// attack tests, not here (a SubjectAccessReview asks RBAC only).
 	const own, delivery, sibling, platform = "tenant-acme", "apps-acme", "tenant-beta", "flotilla-system"
-	const deliveryIdentity = "flotilla-delivery"
+	const deliveryIdentity = "redis-sessions"
 	authenticated := "system:authenticated"
 	subjects := []matrixSubject{
 		{"admin", "admin@acme.example", []string{"tenant-acme-admin", authenticated}},
 		{"viewer", "viewer@acme.example", []string{"tenant-acme-view", authenticated}},
-		{"delivery", "system:serviceaccount:" + delivery + ":" + deliveryIdentity,
+		{"app", "system:serviceaccount:" + delivery + ":" + deliveryIdentity,
 			[]string{"system:serviceaccounts", "system:serviceaccounts:" + delivery, authenticated}},
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
@@ -154,7 +157,7 @@ func impersonationMatrix(ctx context.Context, t *testing.T, cfg *rest.Config) {
 			crossed = "writes a cluster-scoped object"
 		case c.subject.name == "viewer" && write:
 			crossed = "writes as a viewer"
-		case c.namespace == delivery && c.subject.name != "delivery":
+		case c.namespace == delivery && c.subject.name != "app":
 			crossed = "reaches the tenant's delivery namespace"
 		case c.namespace == delivery && write && c.resource != "/secrets":
 			crossed = "writes in its delivery namespace beyond Helm's release records"
@@ -166,14 +169,14 @@ func impersonationMatrix(ctx context.Context, t *testing.T, cfg *rest.Config) {
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.resource+" "+a.namespace, b.resource+" "+b.namespace) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "what acme's identities may do, of %d questions (g get, l list, c create, u update, d delete; allowed cells only; every other cell is refused):\n", len(cells))
-	fmt.Fprintf(&b, "  %-58s %-18s %-6s %-6s %s\n", "RESOURCE", "NAMESPACE", "ADMIN", "VIEWER", "DELIVERY")
+	fmt.Fprintf(&b, "  %-58s %-18s %-6s %-6s %s\n", "RESOURCE", "NAMESPACE", "ADMIN", "VIEWER", "APP redis-sessions")
 	for _, r := range rows {
 		ns := r.namespace
 		if ns == "" {
 			ns = "(cluster)"
 		}
 		a := allowed[r]
-		fmt.Fprintf(&b, "  %-58s %-18s %-6s %-6s %s\n", strings.TrimPrefix(r.resource, "/"), ns, a["admin"], a["viewer"], a["delivery"])
+		fmt.Fprintf(&b, "  %-58s %-18s %-6s %-6s %s\n", strings.TrimPrefix(r.resource, "/"), ns, a["admin"], a["viewer"], a["app"])
 	}
 	t.Log(b.String())
 }

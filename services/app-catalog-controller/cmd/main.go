@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
 	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/appidentity"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/appworkloads"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
@@ -56,6 +57,7 @@ func run(opts manager.Options, maxArtifact int64, secretNamespaces []string) err
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
 		o.Cache.ByObject = definition.CacheByObject()
 		maps.Copy(o.Cache.ByObject, appworkloads.CacheByObject())
+		maps.Copy(o.Cache.ByObject, appidentity.CacheByObject())
 	})
 	if err != nil {
 		return err
@@ -81,6 +83,9 @@ func run(opts manager.Options, maxArtifact int64, secretNamespaces []string) err
 		return err
 	}
 	if err := (&appworkloads.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&appidentity.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: &http.Client{Timeout: time.Minute}, MaxSize: maxArtifact}

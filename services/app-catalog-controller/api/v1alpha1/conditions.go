@@ -40,6 +40,9 @@ const (
 	// AnnotationSourceCopyOf names the original (<namespace>/<name>).
 	LabelSourceCopy        = "catalog.flotilla.dev/source-copy"
 	AnnotationSourceCopyOf = "catalog.flotilla.dev/source-copy-of"
+	// LabelAppIdentity marks the ServiceAccount of a delivery namespace the catalog made for an
+	// app's identity (named like the app's HelmRelease, which owns it).
+	LabelAppIdentity = "catalog.flotilla.dev/app-identity"
 	// AnnotationChartDefinition, in a chart's Chart.yaml, holds the ApplicationDefinition (YAML)
 	// of the app the chart delivers, for CatalogSources reading a HelmRepository.
 	AnnotationChartDefinition = "catalog.flotilla.dev/definition"

@@ -289,11 +289,13 @@ func toHelmRelease(k *catalog.Kind, app *unstructured.Unstructured, ns *corev1.N
 	interval := durationOr(def.Release.Interval, 10*time.Minute)
 	hr.Spec.ReleaseName = hr.Name
 	hr.Spec.Interval = interval
-	// Installed into the tenant's namespace as the tenant's delivery identity, with Helm's records
-	// and the chart's source kept in the delivery namespace (see tenancyv1.DeliveryNamespace).
+	// Installed into the tenant's namespace as the app's own identity (the ServiceAccount name of
+	// the delivery namespace that is its HelmRelease's), held to the objects of its own release;
+	// Helm's records and the chart's source are kept in the delivery namespace (see
+	// tenancyv1.DeliveryNamespace).
 	hr.Spec.TargetNamespace = app.GetNamespace()
 	hr.Spec.StorageNamespace = hr.Namespace
-	hr.Spec.ServiceAccountName = tenancyv1.DeliveryServiceAccount
+	hr.Spec.ServiceAccountName = hr.Name
 	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 		Chart: def.Chart.Name, Version: def.Chart.Version,
 		SourceRef: helmv2.CrossNamespaceObjectReference{

@@ -113,7 +113,7 @@ func (r namespaceReader) get(ctx context.Context, name string) (*corev1.Namespac
 }
 
 // namespace reads the tenant namespace an app is ordered in, and checks that its delivery
-// namespace is in place: an app is only ever installed as its tenant's delivery identity.
+// namespace is in place: an app is only ever installed as its own identity there.
 func (s *appStorage) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns, err := s.namespaces.get(ctx, name)
 	if err != nil {

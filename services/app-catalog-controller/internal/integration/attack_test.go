@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/libs/testenv"
 	catalogv1 "github.com/flotilla-dev/flotilla/services/app-catalog-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -293,4 +296,120 @@ func typedAs(t *testing.T, user string, groups ...string) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// One app's chart tries to delete, change or take over another app's objects in the same
+// namespace: here through a value the tenant controls that the chart renders into a name, and a
+// hook whose delete policy removes an object of that name before creating its own (Helm checks no
+// ownership for hooks). Each app is installed as its own identity, which kube-apiserver holds to
+// its own release's objects: the attacker's install fails naming the policy, and the victim's
+// Secret, Service and volume stay as they were, its app Ready. Acting as the attacker's identity
+// directly, every other way in is refused too.
+func TestAttackAppTouchesAnotherAppsObjects(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	templates := map[string]string{
+		"values.yaml": "replicas: 1\ntarget: \"\"\n",
+		"templates/objects.yaml": `apiVersion: v1
+kind: Service
+metadata: {name: "{{ .Release.Name }}"}
+spec: {ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: "{{ .Release.Name }}-password"}
+stringData: {password: "{{ .Release.Name }}-s3cret"}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: "{{ .Release.Name }}-data"}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+{{- with .Values.target }}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: "{{ . }}-password"
+  annotations: {helm.sh/hook: pre-install, helm.sh/hook-delete-policy: before-hook-creation}
+stringData: {password: stolen}
+{{- end }}
+`,
+	}
+	repo, err := testenv.ServeCharts(filepath.Join(dir, "repo"), 0, writeChartWith(t, dir, "stash", "0.1.0",
+		chartDefinition("Stash", "stashes", 1, "      target: {type: string, maxLength: 40}"), templates))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = repo.Close() })
+	helmSource(t, "stash-charts", sourcev1.HelmRepositorySpec{URL: repo.URL})
+	waitSource(t, "stash-charts", "Ready", "Succeeded")
+	waitDiscovered(t, "stashes", true)
+
+	acme := tenantNamespace(t, "stashacme")
+	mallory := tenantAdmin(t, acme, "mallory")
+	stashes := schema.GroupVersionResource{Group: "apps.flotilla.dev", Version: "v1alpha1", Resource: "stashes"}
+	if _, err := mallory.Resource(stashes).Namespace(acme).Create(ctx, appObject("Stash", acme, "shop", "{}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "", "wait", "-n", acme, "stash/shop", "--for=condition=Ready", "--timeout=90s"); err != nil {
+		t.Fatalf("kubectl wait: %v\n%s", err, out)
+	}
+	victims := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: acme, Name: "stash-shop-password"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: acme, Name: "stash-shop"}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: acme, Name: "stash-shop-data"}},
+	}
+	before := map[string]string{}
+	for _, v := range victims {
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(v), v); err != nil {
+			t.Fatal(err)
+		}
+		before[v.GetName()] = v.GetResourceVersion()
+	}
+
+	// The chart, told by the tenant to name the shop's Secret.
+	if _, err := mallory.Resource(stashes).Namespace(acme).Create(ctx, appObject("Stash", acme, "evil", `{"target":"stash-shop"}`), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	eventually(t, 90*time.Second, "the attacking app to fail naming the policy", func() (bool, error) {
+		app, err := mallory.Resource(stashes).Namespace(acme).Get(ctx, "evil", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		msg, _, _ = unstructured.NestedString(app.Object, "status", "message")
+		return strings.Contains(msg, tenancyv1.AppIdentityPolicy), nil
+	})
+	t.Logf("the attacking app: %s", msg)
+
+	// Acting as the attacker's identity directly: change, delete, take over.
+	hr := &helmv2.HelmRelease{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: tenancyv1.DeliveryNamespace(acme), Name: "stash-evil"}, hr); err != nil {
+		t.Fatal(err)
+	}
+	attacker := typedAs(t, "system:serviceaccount:"+hr.Namespace+":"+hr.Spec.ServiceAccountName, "system:serviceaccounts", tenancyv1.DeliveryGroup(hr.Namespace))
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tenancyv1.AppIdentityPolicy) {
+			t.Errorf("%s as the attacking app's identity %s: want refused by %s, got %v", what, hr.Spec.ServiceAccountName, tenancyv1.AppIdentityPolicy, err)
+		}
+	}
+	_, err = attacker.CoreV1().Services(acme).Patch(ctx, "stash-shop", types.MergePatchType, []byte(`{"spec":{"selector":{"app":"evil"}}}`), metav1.PatchOptions{})
+	refused("patching the shop's Service", err)
+	refused("deleting the shop's volume", attacker.CoreV1().PersistentVolumeClaims(acme).Delete(ctx, "stash-shop-data", metav1.DeleteOptions{}))
+	adopt := []byte(`{"metadata":{"labels":{"helm.toolkit.fluxcd.io/name":"stash-evil"},"annotations":{"meta.helm.sh/release-name":"stash-evil"}}}`)
+	_, err = attacker.CoreV1().Secrets(acme).Patch(ctx, "stash-shop-password", types.MergePatchType, adopt, metav1.PatchOptions{})
+	refused("taking over the shop's Secret", err)
+
+	for _, v := range victims {
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(v), v); err != nil {
+			t.Fatalf("the shop's %T %s: %v", v, v.GetName(), err)
+		}
+		if v.GetResourceVersion() != before[v.GetName()] || v.GetDeletionTimestamp() != nil {
+			t.Errorf("the shop's %T %s was changed by the attacking app", v, v.GetName())
+		}
+	}
+	if out, err := kubectl(t, "", "wait", "-n", acme, "stash/shop", "--for=condition=Ready", "--timeout=10s"); err != nil {
+		t.Fatalf("the shop is not Ready: %v\n%s", err, out)
+	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/apiserver/apiservertest"
+	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/appidentity"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/appworkloads"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/catalogsource"
 	"github.com/flotilla-dev/flotilla/services/app-catalog-controller/internal/controller/definition"
@@ -132,9 +133,12 @@ func setup(ctx context.Context, dir string) error {
 		return err
 	}
 	kube = env.Client
-	// The tenant roles, as the tenant-controller's chart installs them.
-	if err := testenv.ApplyFile(ctx, kube, filepath.Join(repoRoot, "deploy", "charts", "tenant-controller", "templates", "tenant-roles.yaml")); err != nil {
-		return err
+	// The tenant roles, and the policy that holds each app's identity to its own release, as the
+	// tenant-controller's chart installs them.
+	for _, f := range []string{"tenant-roles.yaml", "app-identity-policy.yaml"} {
+		if err := testenv.ApplyFile(ctx, kube, filepath.Join(repoRoot, "deploy", "charts", "tenant-controller", "templates", f)); err != nil {
+			return err
+		}
 	}
 	// What the starter catalog's charts create beyond the core kinds, granted to the tenants'
 	// delivery identity, as the catalog's kustomization installs it.
@@ -216,6 +220,7 @@ func startTenantController(ctx context.Context, dir string) error {
 func cacheByObject() map[client.Object]cache.ByObject {
 	by := definition.CacheByObject()
 	maps.Copy(by, appworkloads.CacheByObject())
+	maps.Copy(by, appidentity.CacheByObject())
 	return by
 }
 
@@ -248,6 +253,9 @@ func startController(ctx context.Context) error {
 		return err
 	}
 	if err := (&appworkloads.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&appidentity.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	fetcher := &catalogsource.Fetcher{HTTP: http.DefaultClient, MaxSize: 10 << 20}

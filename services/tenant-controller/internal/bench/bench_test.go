@@ -236,16 +236,14 @@ func measureFloor(ctx context.Context, b *testing.B, c client.Client, tree []nod
 			convert(np, o)
 			objs = append(objs, o)
 		}
-		// The delivery namespace, its ServiceAccount and the delivery identity's two bindings.
+		// The delivery namespace and the apps' identities' two bindings.
 		dns := &corev1.Namespace{}
 		convert(tenancy.DeliveryNamespace(n.place, "uid"), dns)
 		dns.Name = "floor-" + dns.Name
-		sa := &corev1.ServiceAccount{}
-		convert(tenancy.DeliveryServiceAccount(dns.Name), sa)
 		inTenant, inDelivery := &rbacv1.RoleBinding{}, &rbacv1.RoleBinding{}
 		convert(tenancy.DeliveryRoleBinding(p.Namespace, n.place.Namespace, tenancyv1.DeliveryClusterRole), inTenant)
 		convert(tenancy.DeliveryRoleBinding(dns.Name, n.place.Namespace, tenancyv1.DeliveryStorageClusterRole), inDelivery)
-		objs = append(objs, dns, sa, inTenant, inDelivery)
+		objs = append(objs, dns, inTenant, inDelivery)
 		for _, o := range objs {
 			// The same labels, but not the controller's: its caches select its own objects by
 			// label, and must not hold the floor's too (that would double its memory here).

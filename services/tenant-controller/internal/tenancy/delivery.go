@@ -20,18 +20,13 @@ func DeliveryNamespace(p Placement, ownerUID string) *corev1ac.NamespaceApplyCon
 		WithAnnotations(map[string]string{tenancyv1.AnnotationOwnerUID: ownerUID})
 }
 
-// DeliveryServiceAccount is the identity helm-controller installs the tenant's apps as. Nothing
-// runs as it: no token is mounted anywhere.
-func DeliveryServiceAccount(deliveryNS string) *corev1ac.ServiceAccountApplyConfiguration {
-	return corev1ac.ServiceAccount(tenancyv1.DeliveryServiceAccount, deliveryNS).WithLabels(ManagedLabels).
-		WithAutomountServiceAccountToken(false)
-}
-
-// DeliveryRoleBinding binds the delivery identity of the tenant owning tenantNS to role in ns: the
-// delivery role in the tenant's namespace, the release-record role in the delivery namespace.
+// DeliveryRoleBinding binds every ServiceAccount of the delivery namespace of tenantNS (each app's
+// identity: see tenancyv1.DeliveryGroup) to role in ns: the delivery role in the tenant's
+// namespace, the release-record role in the delivery namespace. The tenant-controller chart's
+// admission policy holds each identity to its own release's objects.
 func DeliveryRoleBinding(ns, tenantNS, role string) *rbacv1ac.RoleBindingApplyConfiguration {
 	return rbacv1ac.RoleBinding(tenancyv1.DeliveryRoleBinding, ns).WithLabels(ManagedLabels).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(role)).
-		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).
-			WithNamespace(tenancyv1.DeliveryNamespace(tenantNS)).WithName(tenancyv1.DeliveryServiceAccount))
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.GroupKind).WithAPIGroup(rbacv1.GroupName).
+			WithName(tenancyv1.DeliveryGroup(tenancyv1.DeliveryNamespace(tenantNS))))
 }

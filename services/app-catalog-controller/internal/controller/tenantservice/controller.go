@@ -5,7 +5,7 @@
 // namespace.
 //
 // The order goes through the apps API like a customer's: the apps apiserver defaults and validates
-// it, runs admission and writes the HelmRelease that installs it as the tenant's delivery identity,
+// it, runs admission and writes the HelmRelease that installs it as the app's own identity,
 // within the tenant's quota. Nothing here acts with more than that. The app is created when
 // missing and never changed or deleted: its values are the tenant admins' to set.
 package tenantservice

@@ -72,7 +72,7 @@ func run(m *testing.M) (int, error) {
 	defer func() { _ = env.Stop() }()
 	k8s = env.Client
 	ctx := context.Background()
-	for _, f := range []string{"tenant-roles.yaml", "finalizer-policy.yaml", "claims-policy.yaml"} {
+	for _, f := range []string{"tenant-roles.yaml", "finalizer-policy.yaml", "claims-policy.yaml", "app-identity-policy.yaml"} {
 		if err := testenv.ApplyFile(ctx, k8s, filepath.Join(chartDir, "templates", f)); err != nil {
 			return 0, err
 		}

@@ -37,7 +37,7 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=flotilla:tenant:view;flotilla:tenant:use;flotilla:tenant:admin;flotilla:tenant:super-admin;flotilla:tenant:delivery;flotilla:tenant:delivery-storage
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=list;delete
 
@@ -121,9 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 //   - the ResourceQuota and LimitRange, and the network policies, before the role bindings: no
 //     tenant user, nor the delivery identity, may create anything in a new namespace before its
 //     quota and isolation are there. Quota and policies do not depend on each other;
-//   - the delivery namespace, its ServiceAccount and its binding grant nothing in the tenant
-//     namespace (the delivery identity's binding there is written with the other bindings), so
-//     they are written alongside;
+//   - the delivery namespace and its binding grant nothing in the tenant namespace (the apps'
+//     identities' binding there is written with the other bindings), so they are written
+//     alongside;
 //   - Ready is announced only by the status write at the end, after every phase succeeded.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if done, err := r.loadTree(ctx, s); done || err != nil {
@@ -168,7 +168,8 @@ func lowestRequeue(a, b ctrl.Result) ctrl.Result {
 }
 
 // CacheByObject limits the manager's cache to the RoleBindings, quotas, limit ranges and network
-// policies this controller wrote, instead of every one in the cluster.
+// policies this controller wrote, instead of every one in the cluster; and to the delivery
+// ServiceAccounts earlier versions wrote, which it removes.
 func CacheByObject() map[client.Object]cache.ByObject {
 	mine := cache.ByObject{Label: labels.SelectorFromSet(tenancy.ManagedLabels)}
 	return map[client.Object]cache.ByObject{
@@ -219,7 +220,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Watches(&corev1.ResourceQuota{}, toOwner, children).
 		Watches(&corev1.LimitRange{}, toOwner, children).
 		Watches(&networkingv1.NetworkPolicy{}, toOwner, children).
-		Watches(&corev1.ServiceAccount{}, toOwner, children).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }

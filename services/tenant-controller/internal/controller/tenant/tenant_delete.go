@@ -38,7 +38,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	key := client.ObjectKeyFromObject(t)
 	if _, err := tenancy.Place(key); err == nil {
 		ns := tenancy.OwnNamespace(key)
-		// In order: the children, the apps (uninstalled while their delivery identity and
+		// In order: the children, the apps (uninstalled while their identities and
 		// release records exist), the delivery namespace, the tenant's namespace.
 		for _, step := range []struct {
 			do      func(context.Context, *tenancyv1.Tenant, string) (bool, error)

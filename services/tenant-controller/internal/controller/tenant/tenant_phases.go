@@ -242,7 +242,7 @@ func namespaceReady(s *scope, cond string) bool {
 }
 
 // reconcileAccess binds the four tenant roles in the namespace to this tenant's and its ancestors'
-// groups and extra subjects, and the delivery role to the tenant's delivery identity.
+// groups and extra subjects, and the delivery role to its apps' identities (the delivery namespace's ServiceAccounts).
 func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !namespaceReady(s, tenancyv1.AccessReadyCondition) {
 		return ctrl.Result{}, nil
@@ -380,8 +380,8 @@ func (r *Reconciler) prune(ctx context.Context, ns string, list client.ObjectLis
 	})
 }
 
-// reconcileDelivery keeps the tenant's delivery namespace (tenancyv1.DeliveryNamespace): the
-// identity its apps are installed as, and that identity's access to Helm's release records there.
+// reconcileDelivery keeps the tenant's delivery namespace (tenancyv1.DeliveryNamespace), where
+// each app's identity lives, and the identities' access to Helm's release records there.
 // No tenant role reaches the namespace. A namespace of that name the controller did not make is
 // never taken over.
 func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -411,12 +411,12 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		tenancy.DeliveryNamespace(p, string(t.UID)), corev1ac.ExtractNamespace, tenancy.FieldOwner); err != nil {
 		return failed(s, tenancyv1.DeliveryReadyCondition, err)
 	}
-	// The identity and its access to the release records, in the namespace just written: a binding
-	// may name a ServiceAccount that does not exist yet, so the two go together.
+	// The apps' identities' access to the release records, in the namespace just written (the
+	// app catalog makes each app's ServiceAccount). The one ServiceAccount earlier versions made
+	// for every app of the tenant (flotilla-delivery) goes.
 	if err := each(2, func(i int) error {
 		if i == 0 {
-			return applySet(ctx, r, name, optional(tenancy.DeliveryServiceAccount(name)),
-				func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, corev1ac.ExtractServiceAccount, &corev1.ServiceAccountList{})
+			return r.prune(ctx, name, &corev1.ServiceAccountList{})
 		}
 		return applySet(ctx, r, name, optional(tenancy.DeliveryRoleBinding(name, p.Namespace, tenancyv1.DeliveryStorageClusterRole)),
 			func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{})
@@ -424,6 +424,6 @@ func (r *Reconciler) reconcileDelivery(ctx context.Context, s *scope) (ctrl.Resu
 		return failed(s, tenancyv1.DeliveryReadyCondition, err)
 	}
 	conditions.MarkTrue(t, tenancyv1.DeliveryReadyCondition, tenancyv1.ReconciledReason,
-		fmt.Sprintf("Apps are installed as %s/%s", name, tenancyv1.DeliveryServiceAccount))
+		fmt.Sprintf("Each app is installed as its own identity in %s, held to its own release's objects", name))
 	return ctrl.Result{}, nil
 }
