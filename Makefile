@@ -40,9 +40,9 @@ bench: tools ## Measure the figures in docs/benchmarks.md and rewrite it (about 
 	@cd e2e && BENCH_OUT=$(CURDIR)/docs/benchmarks.md go test -run '^$$' -bench 'BenchmarkNode|BenchmarkPlatformOnNode|BenchmarkCatalogAppsServe' -benchtime 1x -timeout 45m .
 
 .PHONY: release
-release: ## Build the release (images for linux/amd64+arm64, OCI charts, GitOps tree) into .local/release/bundle; REGISTRY=host/prefix also pushes it
+release: ## Build the release (images for linux/amd64+arm64, OCI charts, GitOps tree) into .local/release/bundle; REGISTRY=host/prefix also pushes it; PLATFORMS=linux/amd64 builds for one
 	@go run ./libs/release/cmd/release build -out .local/release/bundle -work $(FLOTILLA_CACHE)/release-work \
-	  $(if $(REGISTRY),-registry $(REGISTRY))
+	  $(if $(REGISTRY),-registry $(REGISTRY)) $(if $(PLATFORMS),-platforms $(PLATFORMS))
 
 ##@ Code
 
