@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-# Modules in go.work, in dependency order. Each also builds alone with GOWORK=off.
+# Modules in go.work, in dependency order. Each is tidy alone (GOWORK=off); the API modules also build alone.
 SERVICES := tenant-controller app-catalog-controller storage-controller net-controller cluster-controller usage-api
 MODULES  := libs/apis libs/runtime libs/testenv libs/release $(foreach s,$(SERVICES),services/$(s)/api services/$(s)) e2e
 
@@ -90,10 +90,15 @@ tidy: ## go mod tidy every module
 	  (cd $$m && GOWORK=off GOFLAGS=-mod=readonly go list -deps -test ./... >/dev/null); \
 	done
 
+# The API modules, which services import from each other, also compile alone on their own go.mod's
+# versions (cheap: apimachinery and little else). The other modules are checked tidy alone;
+# compiling each on its own versions compiled client-go, controller-runtime (and apiserver) again
+# for every module whose go.mod selects older versions than the workspace (all of them), for builds
+# nothing ships: releases build in the workspace, on the versions the tests ran.
 .PHONY: verify
 verify: workspace generate tidy tools-align ## Fail if generated code, CRDs, go.work or go.mod files are stale
 	@git diff --exit-code -- . ':!docs/benchmarks.md' || { echo "generated files are stale: run make workspace generate tidy tools-align and commit"; exit 1; }
-	@for m in $(MODULES); do (cd $$m && GOWORK=off go build ./...); done
+	@for m in $(filter libs/apis %/api,$(MODULES)); do (cd $$m && GOWORK=off go build ./...); done
 
 .PHONY: lint
 lint: ## go vet and gofmt
