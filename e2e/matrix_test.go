@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -166,6 +168,16 @@ func impersonationMatrix(ctx context.Context, t *testing.T, cfg *rest.Config) {
 			t.Errorf("acme's %s %s: may %s %s in %q", c.subject.name, crossed, c.verb, c.resource, c.namespace)
 		}
 	}
+	// Every kind acme's admin may create in its namespace has an object count there (the
+	// tenant-controller chart's objectCounts), unless an aggregated API server stores it and caps
+	// it itself (apps.flotilla.dev: each definition's maximum per tenant) or it is not stored at all.
+	var creatable []string
+	for _, c := range cells {
+		if c.allowed && c.subject.name == "admin" && c.namespace == own && c.verb == "create" {
+			creatable = append(creatable, c.resource)
+		}
+	}
+	uncounted(ctx, t, cs, own, creatable)
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.resource+" "+a.namespace, b.resource+" "+b.namespace) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "what acme's identities may do, of %d questions (g get, l list, c create, u update, d delete; allowed cells only; every other cell is refused):\n", len(cells))
@@ -179,4 +191,54 @@ func impersonationMatrix(ctx context.Context, t *testing.T, cfg *rest.Config) {
 		fmt.Fprintf(&b, "  %-58s %-18s %-6s %-6s %s\n", strings.TrimPrefix(r.resource, "/"), ns, a["admin"], a["viewer"], a["app"])
 	}
 	t.Log(b.String())
+}
+
+// uncounted fails for each of resources (group/resource) that the tenant namespace ns's quota does
+// not count, except those an aggregated API server serves or that are only ever read (readLike).
+func uncounted(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, resources []string) {
+	t.Helper()
+	rq, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "flotilla-tenant", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the quota of %s: %v", ns, err)
+	}
+	lists, err := cs.Discovery().ServerPreferredNamespacedResources()
+	if err != nil && len(lists) == 0 {
+		t.Fatal(err)
+	}
+	version := map[string]string{} // group: its preferred version
+	for _, l := range lists {
+		gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+		version[gv.Group] = gv.Version
+	}
+	var missing []string
+	for _, r := range resources {
+		group, resource, _ := strings.Cut(r, "/")
+		if readLike[strings.TrimPrefix(r, "/")] {
+			continue
+		}
+		count := "count/" + resource
+		if group != "" {
+			count += "." + group
+			var svc struct {
+				Spec struct {
+					Service *struct{} `json:"service"`
+				} `json:"spec"`
+			}
+			raw, err := cs.Discovery().RESTClient().Get().
+				AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/" + version[group] + "." + group).DoRaw(ctx)
+			if err != nil || json.Unmarshal(raw, &svc) != nil {
+				t.Fatalf("the APIService of %s: %v", group, err)
+			}
+			if svc.Spec.Service != nil {
+				continue
+			}
+		}
+		if _, ok := rq.Spec.Hard[corev1.ResourceName(count)]; !ok {
+			missing = append(missing, count)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("a tenant admin may create kinds whose number nothing caps in %s (add them to the tenant-controller chart's objectCounts): %s",
+			ns, strings.Join(missing, ", "))
+	}
 }

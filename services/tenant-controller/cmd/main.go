@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/controller/tenant"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/webhook"
 )
 
@@ -22,16 +24,19 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	groupPrefix := flag.String("oidc-group-prefix", "", "Prefix of the default OIDC group names (<prefix><namespace>-<role>).")
 	concurrency := flag.Int("concurrency", 8, "Tenants reconciled in parallel.")
+	var counts corev1.ResourceList
+	flag.Func("object-counts", "Caps on object counts in every tenant namespace but the root's, for each count a tenant does not declare: count/<resource>[.<group>]=<n>, comma-separated.",
+		func(v string) (err error) { counts, err = tenancy.ParseObjectCounts(v); return err })
 	flag.Parse()
 
 	log := ctrl.Log.WithName("setup")
-	if err := run(opts, *groupPrefix, *concurrency); err != nil {
+	if err := run(opts, *groupPrefix, *concurrency, counts); err != nil {
 		log.Error(err, "Tenant controller failed")
 		os.Exit(1)
 	}
 }
 
-func run(opts manager.Options, groupPrefix string, concurrency int) error {
+func run(opts manager.Options, groupPrefix string, concurrency int, counts corev1.ResourceList) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -49,10 +54,11 @@ func run(opts manager.Options, groupPrefix string, concurrency int) error {
 		return err
 	}
 	r := &tenant.Reconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder(opts.Name),
-		GroupPrefix: groupPrefix,
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorder(opts.Name),
+		GroupPrefix:  groupPrefix,
+		ObjectCounts: counts,
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, concurrency); err != nil {

@@ -229,7 +229,7 @@ func measureFloor(ctx context.Context, b *testing.B, c client.Client, tree []nod
 			objs = append(objs, o)
 		}
 		rq := &corev1.ResourceQuota{}
-		convert(tenancy.ResourceQuota(p.Namespace, tenancy.OwnQuota(n.t, children)), rq)
+		convert(tenancy.ResourceQuota(p.Namespace, tenancy.OwnQuota(n.t, children, nil)), rq)
 		objs = append(objs, rq)
 		for _, np := range tenancy.NetworkPolicies(p, n.t) {
 			o := &networkingv1.NetworkPolicy{}

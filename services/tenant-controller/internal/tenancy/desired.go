@@ -1,6 +1,9 @@
 package tenancy
 
 import (
+	"fmt"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -177,12 +180,17 @@ func RoleBindings(ns string, chain []*tenancyv1.Tenant, groupPrefix string) []*r
 }
 
 // OwnQuota is what is left of a tenant's declared quota for its own namespace once its children's
-// reservations are taken out (never below zero).
-func OwnQuota(t *tenancyv1.Tenant, children []tenancyv1.Tenant) corev1.ResourceList {
-	if len(t.Spec.ResourceQuotas) == 0 {
+// reservations are taken out (never below zero), and, for each object count in counts that it does
+// not declare, the value counts gives: the provider's cap on every tenant namespace (nil for the
+// root's).
+func OwnQuota(t *tenancyv1.Tenant, children []tenancyv1.Tenant, counts corev1.ResourceList) corev1.ResourceList {
+	if len(t.Spec.ResourceQuotas) == 0 && len(counts) == 0 {
 		return nil
 	}
 	hard := corev1.ResourceList{}
+	for name, limit := range counts {
+		hard[name] = limit.DeepCopy()
+	}
 	for name := range t.Spec.ResourceQuotas {
 		left, _ := quotaOf(t, name)
 		left = left.DeepCopy()
@@ -199,11 +207,33 @@ func OwnQuota(t *tenancyv1.Tenant, children []tenancyv1.Tenant) corev1.ResourceL
 	return hard
 }
 
+// ParseObjectCounts reads the provider's object counts (the controller's -object-counts flag):
+// count/<resource>[.<group>]=<n>, comma-separated.
+func ParseObjectCounts(v string) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, n, ok := strings.Cut(item, "=")
+		if !ok || !strings.HasPrefix(name, "count/") || len(name) == len("count/") {
+			return nil, fmt.Errorf("%q: want count/<resource>[.<group>]=<n>", item)
+		}
+		q, err := resource.ParseQuantity(n)
+		if err != nil || q.Sign() < 0 || q.MilliValue()%1000 != 0 {
+			return nil, fmt.Errorf("%q: the count must be a whole number, not below zero", item)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
+}
+
 // ZeroQuota is the quota of a tenant that does not fit its parent's: zero for everything the
-// tenant declares or the parent caps, so that nothing counted can be added to its namespace.
-func ZeroQuota(t, parent *tenancyv1.Tenant) corev1.ResourceList {
+// tenant declares, the parent caps or counts names, so that nothing counted can be added to its
+// namespace.
+func ZeroQuota(t, parent *tenancyv1.Tenant, counts corev1.ResourceList) corev1.ResourceList {
 	hard := corev1.ResourceList{}
-	for _, rl := range []corev1.ResourceList{t.Spec.ResourceQuotas, parent.Spec.ResourceQuotas} {
+	for _, rl := range []corev1.ResourceList{t.Spec.ResourceQuotas, parent.Spec.ResourceQuotas, counts} {
 		for name := range rl {
 			hard[name] = resource.Quantity{}
 		}

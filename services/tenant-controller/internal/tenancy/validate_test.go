@@ -58,9 +58,36 @@ func TestValidateQuota(t *testing.T) {
 func TestOwnQuotaSubtractsChildren(t *testing.T) {
 	parent := tenant("tenant-root", "a", "cpu", "10", "memory", "1Gi")
 	kids := []tenancyv1.Tenant{*tenant("tenant-a", "x", "cpu", "3", "memory", "2Gi"), *tenant("tenant-a", "y", "cpu", "2500m")}
-	got := OwnQuota(parent, kids)
+	got := OwnQuota(parent, kids, nil)
 	if got.Cpu().String() != "4500m" || !got.Memory().IsZero() {
 		t.Errorf("own quota = cpu %s memory %s, want 4500m and 0", got.Cpu(), got.Memory())
+	}
+}
+
+// The provider's object counts cap every count a tenant does not declare; one it declares is its
+// own, less its children's shares, as for any other resource.
+func TestOwnQuotaAddsObjectCounts(t *testing.T) {
+	counts := corev1.ResourceList{"count/configmaps": resource.MustParse("100"), "count/secrets": resource.MustParse("100")}
+	parent := tenant("tenant-root", "a", "cpu", "10", "count/secrets", "500")
+	kids := []tenancyv1.Tenant{*tenant("tenant-a", "x", "cpu", "3", "count/secrets", "200")}
+	got := OwnQuota(parent, kids, counts)
+	want := corev1.ResourceList{"cpu": resource.MustParse("7"), "count/configmaps": resource.MustParse("100"), "count/secrets": resource.MustParse("300")}
+	if len(got) != len(want) {
+		t.Fatalf("own quota = %v, want %v", got, want)
+	}
+	for name, q := range want {
+		if g := got[name]; g.Cmp(q) != 0 {
+			t.Errorf("own quota of %s = %s, want %s", name, g.String(), q.String())
+		}
+	}
+	if got := OwnQuota(tenant("tenant-root", "b"), nil, counts); len(got) != 2 {
+		t.Errorf("a tenant that declares nothing: own quota = %v, want the two counts", got)
+	}
+	zero := ZeroQuota(tenant("tenant-a", "x", "cpu", "3"), parent, counts)
+	for _, name := range []corev1.ResourceName{"cpu", "count/secrets", "count/configmaps"} {
+		if q, ok := zero[name]; !ok || !q.IsZero() {
+			t.Errorf("zero quota of %s = %v (set %v), want 0", name, q, ok)
+		}
 	}
 }
 
@@ -87,7 +114,7 @@ func TestHugeQuantitiesAreRefusedAndCapped(t *testing.T) {
 	if errs := FitQuota(huge, root, nil); len(errs) != 1 {
 		t.Errorf("FitQuota = %v, want one error for cpu", errs)
 	}
-	own := OwnQuota(tenant("tenant-root", "p", "cpu", "1e1000000000"), []tenancyv1.Tenant{*huge})
+	own := OwnQuota(tenant("tenant-root", "p", "cpu", "1e1000000000"), []tenancyv1.Tenant{*huge}, nil)
 	if !own.Cpu().IsZero() {
 		t.Errorf("own quota = %s, want 0 (the child takes all of the capped value)", own.Cpu())
 	}
@@ -147,4 +174,16 @@ func FuzzValidate(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseObjectCounts(t *testing.T) {
+	got, err := ParseObjectCounts("count/secrets=100, count/tenants.tenancy.flotilla.dev=20,")
+	if n := got["count/tenants.tenancy.flotilla.dev"]; err != nil || len(got) != 2 || n.Value() != 20 {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"secrets=100", "count/=1", "count/secrets", "count/secrets=-1", "count/secrets=1.5", "count/secrets=lots"} {
+		if _, err := ParseObjectCounts(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
 }

@@ -233,8 +233,13 @@ func TestAttackConcurrentChildrenCannotOversubscribe(t *testing.T) {
 		errs := make([]error, children)
 		for i := range children {
 			wg.Go(func() {
-				errs[i] = admin.Create(ctx, MakeTenant(fmt.Sprintf("r%dc%02d", round, i), "tenant-acme").
-					Quota("cpu", "1").Quota("count/pods", "1").Obj())
+				// acme's namespace counts its Tenants (the default object counts): concurrent
+				// creates race on its ResourceQuota's usage, and the loser gets a Conflict, which
+				// a client retries, as kubectl's users and controllers do.
+				errs[i] = retry.OnError(retry.DefaultBackoff, apierrors.IsConflict, func() error {
+					return admin.Create(ctx, MakeTenant(fmt.Sprintf("r%dc%02d", round, i), "tenant-acme").
+						Quota("cpu", "1").Quota("count/pods", "1").Obj())
+				})
 			})
 		}
 		wg.Wait()

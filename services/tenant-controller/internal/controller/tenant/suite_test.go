@@ -3,6 +3,7 @@ package tenant_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
@@ -90,6 +92,21 @@ func run(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
+// chartObjectCounts is the chart's default objectCounts, as its deployment passes them.
+func chartObjectCounts() (corev1.ResourceList, error) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var values struct {
+		ObjectCounts corev1.ResourceList `json:"objectCounts"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		return nil, err
+	}
+	return values.ObjectCounts, nil
+}
+
 // startManager runs the tenant reconciler and webhook as the real binary would.
 func startManager() error {
 	o := env.WebhookInstallOptions
@@ -107,7 +124,12 @@ func startManager() error {
 		return err
 	}
 	lists.Client = mgr.GetClient()
-	r := &tenant.Reconciler{Client: lists, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tenant-controller")}
+	counts, err := chartObjectCounts()
+	if err != nil {
+		return err
+	}
+	r := &tenant.Reconciler{Client: lists, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tenant-controller"),
+		ObjectCounts: counts}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopMgr = cancel
 	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {

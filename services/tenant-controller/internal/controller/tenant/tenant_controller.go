@@ -58,6 +58,18 @@ type Reconciler struct {
 	Recorder  recorder.EventRecorder
 	// GroupPrefix is put before the default OIDC group names (<namespace>-<role>).
 	GroupPrefix string
+	// ObjectCounts caps, in every tenant namespace but the root tenant's, each object count it
+	// names (count/<resource>.<group>) that the tenant does not declare: the provider's defaults,
+	// so that no tenant can fill etcd with objects of a kind nobody thought to cap.
+	ObjectCounts corev1.ResourceList
+}
+
+// objectCounts is ObjectCounts for the tenant s reconciles: none for the root, the provider's own.
+func (r *Reconciler) objectCounts(s *scope) corev1.ResourceList {
+	if s.parent() == nil {
+		return nil
+	}
+	return r.ObjectCounts
 }
 
 // scope carries what one reconcile learned about a tenant.

@@ -282,12 +282,12 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result,
 		if !conditions.IsTrue(t, tenancyv1.NamespaceReadyCondition) {
 			return ctrl.Result{}, nil
 		}
-		hard = tenancy.ZeroQuota(t, s.parent())
+		hard = tenancy.ZeroQuota(t, s.parent(), r.ObjectCounts)
 	} else {
 		if !namespaceReady(s, tenancyv1.QuotaReadyCondition) {
 			return ctrl.Result{}, nil
 		}
-		hard = tenancy.OwnQuota(t, s.children)
+		hard = tenancy.OwnQuota(t, s.children, r.objectCounts(s))
 	}
 	ns := s.placement.Namespace
 	if err := each(2, func(i int) error {
