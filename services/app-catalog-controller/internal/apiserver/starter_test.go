@@ -58,6 +58,25 @@ func TestStarterDefinitions(t *testing.T) {
 	}
 }
 
+// An app's identity is the ServiceAccount named like its release: a definition with no release
+// prefix may not take an app named default, whose identity would be the namespace's own default
+// ServiceAccount (which the app-identity policy lets change nothing).
+func TestReleaseNamedDefaultIsRefused(t *testing.T) {
+	k := starterKind(t, "redis")
+	named := newApp(k, map[string]any{})
+	named.SetName("default")
+	if err := (&appStorage{kind: k}).admit(named, nil); err != nil {
+		t.Fatalf("with its prefix (%q), an app named default is refused: %v", k.ReleasePrefix, err)
+	}
+	k.ReleasePrefix = ""
+	named = newApp(k, map[string]any{})
+	named.SetName("default")
+	err := (&appStorage{kind: k}).admit(named, nil)
+	if err == nil || !strings.Contains(err.Error(), `metadata.name: Invalid value: "default"`) {
+		t.Fatalf("an app whose release would be named default: %v", err)
+	}
+}
+
 // within: every value set in def is set to the same in chart (chart may set more).
 func within(def, chart any) bool {
 	d, ok := def.(map[string]any)

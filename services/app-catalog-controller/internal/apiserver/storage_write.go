@@ -60,6 +60,11 @@ func (s *appStorage) admit(app, old *unstructured.Unstructured) error {
 	}
 	if release := s.kind.ReleasePrefix + name; len(release) > maxReleaseName {
 		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), name, maxReleaseName-len(s.kind.ReleasePrefix)))
+	} else if release == "default" && old == nil {
+		// The app's identity is the delivery namespace's ServiceAccount named like its release:
+		// that would be the namespace's own default one, which may change nothing.
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name,
+			"this kind's release would be named default, the name of the namespace's default ServiceAccount, which cannot install an app: choose another name"))
 	}
 	for key := range app.GetLabels() {
 		if strings.HasPrefix(key, catalogv1.AppsPrefix) {
