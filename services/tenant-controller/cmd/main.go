@@ -45,7 +45,7 @@ func run(opts manager.Options, groupPrefix string, concurrency int, counts corev
 		return err
 	}
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
-		o.Cache.ByObject = tenant.CacheByObject()
+		o.Cache = tenant.CacheOptions()
 	})
 	if err != nil {
 		return err

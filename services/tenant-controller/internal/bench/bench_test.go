@@ -130,6 +130,11 @@ func BenchmarkTenantTree(b *testing.B) {
 	time.Sleep(quietPeriod)
 	r.quietWrites = writes(b, metricsAddr) - r.writes
 	r.peakRSSKiB = peakRSS(b, proc.Process.Pid)
+	if out := os.Getenv("BENCH_CONTROLLER_HEAP"); out != "" { // what the converged controller holds
+		heap, err := httpGet("http://" + pprofAddr + "/debug/pprof/heap?gc=1")
+		check(b, err)
+		check(b, os.WriteFile(out, heap, 0o644))
+	}
 	r.events = tenantEvents(ctx, b, c)
 
 	progress("the Tenant objects alone: creating %d twins, their status and Events", len(tree))

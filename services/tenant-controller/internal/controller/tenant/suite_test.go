@@ -17,7 +17,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -116,7 +115,7 @@ func startManager() error {
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,
 		}),
-		Cache: cache.Options{ByObject: tenant.CacheByObject()},
+		Cache: tenant.CacheOptions(),
 		// The suite restarts the manager; the controller's metrics name is reused on purpose.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
+	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	"github.com/flotilla-dev/flotilla/libs/runtime/status"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
@@ -179,12 +180,21 @@ func lowestRequeue(a, b ctrl.Result) ctrl.Result {
 	return a
 }
 
-// CacheByObject limits the manager's cache to the RoleBindings, quotas, limit ranges and network
-// policies this controller wrote, instead of every one in the cluster; and to the delivery
-// ServiceAccounts earlier versions wrote, which it removes.
-func CacheByObject() map[client.Object]cache.ByObject {
+// CacheOptions limits the manager's cache to what this controller reads, in the form it reads it:
+// the namespaces, RoleBindings, quotas, limit ranges and network policies it wrote, instead of
+// every one in the cluster, and the delivery ServiceAccounts earlier versions wrote, which it
+// removes (cacheByObject); and of each object's managedFields, only its own applied fields.
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: cacheByObject(), DefaultTransform: ssa.TrimManagedFields(tenancy.FieldOwner)}
+}
+
+// cacheByObject selects, by their labels, the objects of each kind this controller wrote.
+func cacheByObject() map[client.Object]cache.ByObject {
 	mine := cache.ByObject{Label: labels.SelectorFromSet(tenancy.ManagedLabels)}
 	return map[client.Object]cache.ByObject{
+		// Its own namespaces (the tenants' and their delivery namespaces); any other is read
+		// from kube-apiserver when a tenant's name is taken (readNamespace).
+		&corev1.Namespace{}:           mine,
 		&rbacv1.RoleBinding{}:         mine,
 		&corev1.ResourceQuota{}:       mine,
 		&corev1.LimitRange{}:          mine,

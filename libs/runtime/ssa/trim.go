@@ -1,0 +1,32 @@
+package ssa
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// TrimManagedFields is a cache transform (cache.Options.DefaultTransform) that keeps, of each
+// object's managedFields, only the entries owner made by applying: all Apply extracts. The others
+// (whoever created the object, status writers, kube-controller-manager's updates) are never read
+// from the cache, and are often the larger part of an object there.
+func TrimManagedFields(owner string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		o, ok := obj.(metav1.Object)
+		if !ok { // a tombstone (DeletedFinalStateUnknown) keeps its object as it was
+			return obj, nil
+		}
+		mf := o.GetManagedFields()
+		kept := slices.DeleteFunc(slices.Clone(mf), func(e metav1.ManagedFieldsEntry) bool {
+			return e.Manager != owner || e.Operation != metav1.ManagedFieldsOperationApply
+		})
+		if len(kept) != len(mf) {
+			if len(kept) == 0 {
+				kept = nil
+			}
+			o.SetManagedFields(kept)
+		}
+		return obj, nil
+	}
+}
