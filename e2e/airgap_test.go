@@ -143,6 +143,7 @@ func TestAirGappedInstall(t *testing.T) {
 	}
 	customersOrderApps(ctx, t, c)
 	impersonationMatrix(ctx, t, c.env.Config)
+	platformSecretReach(ctx, t, c.env.Config)
 }
 
 // airGapped is a fresh control plane with a real node and a registry mirror on the node's link,

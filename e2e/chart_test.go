@@ -438,19 +438,38 @@ func TestClusterWideRightsTable(t *testing.T) {
 		documented[strings.Join(cells[:4], " | ")] = true
 	}
 	var rows []string
+	ruleRows := func(svc string, who []string, role *rbacv1.ClusterRole, where string) {
+		for _, rule := range role.Rules {
+			var what []string
+			for _, g := range rule.APIGroups {
+				for _, r := range rule.Resources {
+					what = append(what, strings.TrimPrefix(g+"/"+r, "/"))
+				}
+			}
+			what = append(what, rule.NonResourceURLs...)
+			if len(rule.ResourceNames) > 0 {
+				what = append(what, "named "+strings.Join(rule.ResourceNames, ", "))
+			}
+			verbs := slices.Clone(rule.Verbs)
+			slices.Sort(verbs)
+			rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), strings.Join(what, ", ") + where, strings.Join(verbs, ", ")}, " | "))
+		}
+	}
+	roles := map[string]*rbacv1.ClusterRole{}
+	roleChart := map[string]string{}
 	for _, svc := range services(t) {
-		docs := renderChart(t, svc)
-		roles := map[string]*rbacv1.ClusterRole{}
-		for _, o := range docs {
+		for _, o := range renderChart(t, svc) {
 			if o.GetKind() == "ClusterRole" {
 				var r rbacv1.ClusterRole
 				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
 					t.Fatal(err)
 				}
-				roles[r.Name] = &r
+				roles[r.Name], roleChart[r.Name] = &r, svc
 			}
 		}
-		for _, o := range docs {
+	}
+	for _, svc := range services(t) {
+		for _, o := range renderChart(t, svc) {
 			var b rbacv1.ClusterRoleBinding
 			if o.GetKind() != "ClusterRoleBinding" {
 				continue
@@ -463,7 +482,7 @@ func TestClusterWideRightsTable(t *testing.T) {
 				who = append(who, s.Name)
 			}
 			role := roles[b.RoleRef.Name]
-			if role == nil { // a role the chart does not define: Kubernetes' own
+			if role == nil || roleChart[b.RoleRef.Name] != svc { // a role the chart does not define: Kubernetes' own
 				rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), "ClusterRole " + b.RoleRef.Name, "all it holds"}, " | "))
 				continue
 			}
@@ -472,20 +491,35 @@ func TestClusterWideRightsTable(t *testing.T) {
 					rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), "ClusterRoles labelled " + metav1.FormatLabelSelector(&sel), "what they hold"}, " | "))
 				}
 			}
-			for _, rule := range role.Rules {
-				var what []string
-				for _, g := range rule.APIGroups {
-					for _, r := range rule.Resources {
-						what = append(what, strings.TrimPrefix(g+"/"+r, "/"))
+			ruleRows(svc, who, role, "")
+		}
+	}
+	// The tenant-controller's namespace grants: a chart's ClusterRole bound in every tenant
+	// namespace (its Deployment's --namespace-grants, as rendered).
+	for _, o := range renderChart(t, "tenant-controller") {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		args, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range args {
+			for _, a := range c.(map[string]any)["args"].([]any) {
+				v, ok := strings.CutPrefix(a.(string), "--namespace-grants=")
+				if !ok {
+					continue
+				}
+				for g := range strings.SplitSeq(v, ",") {
+					name, sa, _ := strings.Cut(g, "=")
+					if name == "" {
+						continue
 					}
+					role := roles[name]
+					if role == nil {
+						t.Errorf("the tenant-controller's namespaceGrants names ClusterRole %s, which no chart defines", name)
+						continue
+					}
+					_, who, _ := strings.Cut(sa, "/")
+					ruleRows(roleChart[name], []string{who}, role, " (in every tenant namespace)")
 				}
-				what = append(what, rule.NonResourceURLs...)
-				if len(rule.ResourceNames) > 0 {
-					what = append(what, "named "+strings.Join(rule.ResourceNames, ", "))
-				}
-				verbs := slices.Clone(rule.Verbs)
-				slices.Sort(verbs)
-				rows = append(rows, strings.Join([]string{svc, strings.Join(who, ", "), strings.Join(what, ", "), strings.Join(verbs, ", ")}, " | "))
 			}
 		}
 	}

@@ -242,3 +242,56 @@ func uncounted(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns st
 			ns, strings.Join(missing, ", "))
 	}
 }
+
+// platformSecretReach asks kube-apiserver (SubjectAccessReview) where the platform's own
+// ServiceAccounts (those of the release namespace, flotilla-system) may read Secrets, and fails if
+// any may list, watch or get them at cluster scope, or if the cluster-controller may read them
+// outside tenant namespaces or may not read them in acme's, where the tenant-controller binds its
+// chart's role (namespaceGrants).
+func platformSecretReach(ctx context.Context, t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const platform = "flotilla-system"
+	sas, err := cs.CoreV1().ServiceAccounts(platform).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	may := func(sa, ns, verb string) bool {
+		review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + platform + ":" + sa,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + platform, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "secrets"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SubjectAccessReview: %v", err)
+		}
+		return review.Status.Allowed
+	}
+	found := false
+	for _, sa := range sas.Items {
+		for _, verb := range []string{"get", "list", "watch"} {
+			if may(sa.Name, "", verb) {
+				t.Errorf("ServiceAccount %s/%s may %s Secrets across the cluster", platform, sa.Name, verb)
+			}
+		}
+		if sa.Name != "cluster-controller" {
+			continue
+		}
+		found = true
+		if !may(sa.Name, "tenant-acme", "get") {
+			t.Errorf("the cluster-controller may not read the kubeconfig Secrets of acme's clusters in tenant-acme (the tenant-controller's namespaceGrants)")
+		}
+		for _, ns := range []string{platform, "flux-system", "kube-system", "apps-acme"} {
+			if may(sa.Name, ns, "get") {
+				t.Errorf("the cluster-controller may read Secrets in %s, which is no tenant namespace", ns)
+			}
+		}
+		t.Logf("the cluster-controller reads Secrets in tenant-acme, not in %s, flux-system, kube-system or apps-acme, and lists them nowhere", platform)
+	}
+	if !found {
+		t.Errorf("no ServiceAccount cluster-controller in %s", platform)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/manager"
 	"github.com/flotilla-dev/flotilla/libs/runtime/metrics"
@@ -80,8 +79,7 @@ func run(opts manager.Options, co cluster.Options, concurrency int) error {
 		return err
 	}
 	mgr, err := manager.New(opts, scheme, func(o *ctrl.Options) {
-		// The owned kinds are read as unstructured: from the cache, like the typed ones.
-		o.Client.Cache = &client.CacheOptions{Unstructured: true}
+		o.Client.Cache = kubernetescluster.ClientCacheOptions()
 		o.Cache.ByObject = kubernetescluster.CacheByObject(co.InfraNamespace)
 	})
 	if err != nil {

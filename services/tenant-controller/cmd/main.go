@@ -27,16 +27,19 @@ func main() {
 	var counts corev1.ResourceList
 	flag.Func("object-counts", "Caps on object counts in every tenant namespace but the root's, for each count a tenant does not declare: count/<resource>[.<group>]=<n>, comma-separated.",
 		func(v string) (err error) { counts, err = tenancy.ParseObjectCounts(v); return err })
+	var grants []tenancy.NamespaceGrant
+	flag.Func("namespace-grants", "ClusterRoles bound in every tenant namespace, and nowhere else, to a platform component's ServiceAccount: <clusterrole>=<namespace>/<serviceaccount>, comma-separated.",
+		func(v string) (err error) { grants, err = tenancy.ParseNamespaceGrants(v); return err })
 	flag.Parse()
 
 	log := ctrl.Log.WithName("setup")
-	if err := run(opts, *groupPrefix, *concurrency, counts); err != nil {
+	if err := run(opts, *groupPrefix, *concurrency, counts, grants); err != nil {
 		log.Error(err, "Tenant controller failed")
 		os.Exit(1)
 	}
 }
 
-func run(opts manager.Options, groupPrefix string, concurrency int, counts corev1.ResourceList) error {
+func run(opts manager.Options, groupPrefix string, concurrency int, counts corev1.ResourceList, grants []tenancy.NamespaceGrant) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -54,11 +57,12 @@ func run(opts manager.Options, groupPrefix string, concurrency int, counts corev
 		return err
 	}
 	r := &tenant.Reconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorder(opts.Name),
-		GroupPrefix:  groupPrefix,
-		ObjectCounts: counts,
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Recorder:        mgr.GetEventRecorder(opts.Name),
+		GroupPrefix:     groupPrefix,
+		ObjectCounts:    counts,
+		NamespaceGrants: grants,
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, concurrency); err != nil {

@@ -201,7 +201,7 @@ func run(m *testing.M) (int, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Client:  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Client:  client.Options{Cache: kubernetescluster.ClientCacheOptions()},
 		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject(infraNamespace)},
 	})
 	if err != nil {

@@ -88,6 +88,38 @@ func TestClusterBecomesOwnedObjectsAndReady(t *testing.T) {
 	}
 }
 
+// Secrets are not watched (the controller may not list them): a kubeconfig the provider rotates
+// reaches the customer's Secret and the infrastructure controllers' copy, and a customer's Secret
+// someone deletes comes back, at the next resync.
+func TestRotatedKubeconfigReachesTheCustomer(t *testing.T) {
+	ctx := context.Background()
+	ns := tenantNamespace(t, "rotate", "rotate-etcd")
+	create(t, makeCluster(ns, "rot").obj())
+	ready(t, ns, "rot")
+	src := &corev1.Secret{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "rot-kubeconfig"}, src); err != nil {
+		t.Fatal(err)
+	}
+	src.Data["value"] = []byte("rotated kubeconfig of rot")
+	if err := k8s.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	holds := func(ns, name, key, want string) func() (bool, error) {
+		return func() (bool, error) {
+			s := &corev1.Secret{}
+			err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+			return err == nil && string(s.Data[key]) == want, client.IgnoreNotFound(err)
+		}
+	}
+	eventually(t, "the rotated kubeconfig in the customer's Secret", holds(ns, "rot-admin-kubeconfig", kubernetescluster.KubeconfigKey, "rotated kubeconfig of rot"))
+	eventually(t, "the rotated kubeconfig in the infrastructure copy", holds(infraNamespace, cluster.InfraKubeconfigSecret(ns, "rot"), "value", "rotated kubeconfig of rot"))
+
+	if err := k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rot-admin-kubeconfig"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the customer's Secret back", holds(ns, "rot-admin-kubeconfig", kubernetescluster.KubeconfigKey, "rotated kubeconfig of rot"))
+}
+
 // A <cluster>-kubeconfig Secret the control plane does not control (a tenant admin can create
 // Secrets in the namespace) is never handed out as the cluster's kubeconfig; a Secret of the
 // customer's kubeconfig name that the cluster did not create is left alone.

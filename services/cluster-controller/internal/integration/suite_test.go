@@ -174,14 +174,14 @@ func run(m *testing.M) (int, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Client:  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Client:  client.Options{Cache: kubernetescluster.ClientCacheOptions()},
 		Cache:   cache.Options{ByObject: kubernetescluster.CacheByObject(infraNamespace)},
 	})
 	if err != nil {
 		return 0, err
 	}
 	options.InfraNamespace = infraNamespace
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: options, Retry: time.Second}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: options, Retry: time.Second, Resync: 2 * time.Second}
 	if err := r.SetupWithManagerAs(mgr, counter.wrap(r)); err != nil {
 		return 0, err
 	}

@@ -8,7 +8,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	netv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
@@ -175,6 +178,50 @@ func RoleBindings(ns string, chain []*tenancyv1.Tenant, groupPrefix string) []*r
 			}
 		}
 		out = append(out, rb)
+	}
+	return out
+}
+
+// NamespaceGrant gives a platform component's ServiceAccount the rights of a ClusterRole in every
+// tenant namespace, the root tenant's included, and nowhere else: what a component needs where
+// tenants order what it serves (namespaces RBAC cannot name in advance), without a cluster-wide
+// grant that would reach the platform's own namespaces too.
+type NamespaceGrant struct {
+	ClusterRole    string
+	ServiceAccount types.NamespacedName
+}
+
+// GrantRoleBindingName is the RoleBinding of a NamespaceGrant in a tenant namespace.
+func GrantRoleBindingName(g NamespaceGrant) string { return "flotilla-grant-" + g.ClusterRole }
+
+// ParseNamespaceGrants reads <clusterrole>=<namespace>/<serviceaccount>, comma-separated.
+func ParseNamespaceGrants(v string) ([]NamespaceGrant, error) {
+	var out []NamespaceGrant
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		role, sa, _ := strings.Cut(item, "=")
+		ns, name, _ := strings.Cut(sa, "/")
+		g := NamespaceGrant{ClusterRole: role, ServiceAccount: types.NamespacedName{Namespace: ns, Name: name}}
+		if role == "" || len(path.IsValidPathSegmentName(role)) > 0 || len(GrantRoleBindingName(g)) > validation.DNS1123SubdomainMaxLength ||
+			len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			return nil, fmt.Errorf("%q: want <clusterrole>=<namespace>/<serviceaccount>", item)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// GrantRoleBindings binds, in namespace ns, each grant's ClusterRole to its ServiceAccount.
+func GrantRoleBindings(ns string, grants []NamespaceGrant) []*rbacv1ac.RoleBindingApplyConfiguration {
+	out := make([]*rbacv1ac.RoleBindingApplyConfiguration, 0, len(grants))
+	for _, g := range grants {
+		out = append(out, rbacv1ac.RoleBinding(GrantRoleBindingName(g), ns).
+			WithLabels(ManagedLabels).
+			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(g.ClusterRole)).
+			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).
+				WithNamespace(g.ServiceAccount.Namespace).WithName(g.ServiceAccount.Name)))
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"math"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 )
@@ -183,6 +185,22 @@ func TestParseObjectCounts(t *testing.T) {
 	}
 	for _, bad := range []string{"secrets=100", "count/=1", "count/secrets", "count/secrets=-1", "count/secrets=1.5", "count/secrets=lots"} {
 		if _, err := ParseObjectCounts(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
+func TestParseNamespaceGrants(t *testing.T) {
+	got, err := ParseNamespaceGrants("cluster-controller-tenant-namespaces=flotilla-system/cluster-controller, a:b=ns/sa,")
+	want := []NamespaceGrant{
+		{ClusterRole: "cluster-controller-tenant-namespaces", ServiceAccount: types.NamespacedName{Namespace: "flotilla-system", Name: "cluster-controller"}},
+		{ClusterRole: "a:b", ServiceAccount: types.NamespacedName{Namespace: "ns", Name: "sa"}},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"role", "role=sa", "=ns/sa", "role=/sa", "role=ns/", "a/b=ns/sa", "role=Ns/sa", "role=ns/s a"} {
+		if _, err := ParseNamespaceGrants(bad); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
 	}

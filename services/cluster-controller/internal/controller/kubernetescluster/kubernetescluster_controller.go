@@ -82,14 +82,17 @@ var Owned = []schema.GroupVersionKind{
 // Reconciler reconciles KubernetesClusters into Cluster API objects.
 type Reconciler struct {
 	client.Client
-	// APIReader reads past the cache: whether a Secret of the customer's kubeconfig name exists
-	// that the cache (limited to cluster Secrets) does not hold.
+	// APIReader reads past the cache.
 	APIReader client.Reader
 	Options   cluster.Options
 	Recorder  recorder.EventRecorder
 	// Retry is how long a deletion waiting for owned objects waits before looking again, should
 	// no watch event come first.
 	Retry time.Duration
+	// Resync is how often a cluster is reconciled with no event (default 5m): Secrets are not
+	// watched, so a kubeconfig the provider rotates, or a customer's kubeconfig Secret someone
+	// deleted or changed, is put right within it.
+	Resync time.Duration
 	// Concurrency is how many clusters are reconciled at once (default 4).
 	Concurrency int
 }
@@ -103,6 +106,8 @@ type scope struct {
 	// adminKubeconfig is the control plane's admin kubeconfig, as reconcileKubeconfig verified it
 	// and wrote it into the customer's kubeconfig Secret; empty until then.
 	adminKubeconfig []byte
+	// awaitKubeconfig: the control plane exists, its admin kubeconfig Secret not yet.
+	awaitKubeconfig bool
 }
 
 // kubeconfig: the customer's kubeconfig Secret holds the control plane's admin kubeconfig.
@@ -134,7 +139,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+	if err := r.reconcileNormal(ctx, s); err != nil || s.stall != nil {
+		return ctrl.Result{}, err
+	}
+	if s.awaitKubeconfig {
+		return ctrl.Result{RequeueAfter: r.Retry}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
 
 // reconcileNormal runs the phases in order; a stall or an error stops the rest.
@@ -164,6 +175,9 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 	if r.Retry == 0 {
 		r.Retry = 30 * time.Second
 	}
+	if r.Resync == 0 {
+		r.Resync = 5 * time.Minute
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&clusterapi.KubernetesCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})))
 	for _, gvk := range Owned {
@@ -183,8 +197,6 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, rec reconcile.Reconcil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	})
-	// The provider's kubeconfig Secret is named after the cluster, and controlled by its control plane.
-	b = b.Owns(&corev1.Secret{}).Watches(&corev1.Secret{}, byClusterName)
 	// The infrastructure controllers' objects (the manager's cache holds only the infrastructure
 	// namespace's, CacheByObject).
 	if r.Options.InfraNamespace != "" {

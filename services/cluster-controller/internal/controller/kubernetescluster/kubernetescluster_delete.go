@@ -130,8 +130,8 @@ func (r *Reconciler) releaseDataStore(ctx context.Context, ds *unstructured.Unst
 	return nil
 }
 
-// +kubebuilder:rbac:groups="",resources=services,verbs=list;delete
-// +kubebuilder:rbac:groups=cdi.kubevirt.io,resources=datavolumes,verbs=list;delete
+// Listing and deleting Services and DataVolumes: in tenant namespaces only, through the chart's
+// ClusterRole <release>-tenant-namespaces (see kubernetescluster_kubeconfig.go).
 
 var serviceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
 

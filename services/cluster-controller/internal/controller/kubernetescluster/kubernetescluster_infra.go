@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
@@ -32,8 +31,6 @@ func (r *Reconciler) reconcileInfraKubeconfig(ctx context.Context, s *scope) err
 		return nil
 	}
 	m := cluster.InfraMeta(kc, r.Options.InfraNamespace, cluster.InfraKubeconfigSecret(kc.Namespace, kc.Name))
-	// Cluster API's cluster-name label puts the copy in the manager's cache of Secrets.
-	m.Labels[clusterv1.ClusterNameLabel] = kc.Name
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	live := &corev1.Secret{}
 	switch err := r.Get(ctx, key, live); {

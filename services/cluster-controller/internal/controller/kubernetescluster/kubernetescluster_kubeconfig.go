@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -23,7 +24,10 @@ import (
 	"github.com/flotilla-dev/flotilla/services/cluster-controller/internal/cluster"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
+// No cluster-wide rights on Secrets: the chart's ClusterRole <release>-tenant-namespaces (get,
+// create, patch) is bound in every tenant namespace by the tenant-controller (its namespaceGrants),
+// and a Role grants them in the infrastructure namespace. Secrets are never cached or watched
+// (that would take list and watch on every namespace's): each is read when it is needed.
 
 // KubeconfigKey is the key of the customer's kubeconfig Secret holding the kubeconfig.
 const KubeconfigKey = "kubeconfig"
@@ -32,6 +36,8 @@ const KubeconfigKey = "kubeconfig"
 // <cluster>-kubeconfig Secret, key "value") into the customer's Secret. The source counts only if
 // the cluster's KamajiControlPlane controls it: a Secret of that name planted by someone else is
 // ignored. A Secret of the customer's name that the cluster does not control is left alone.
+// Until the source is there the cluster is looked at again after Retry; the provider's status
+// change (it writes the Secret first) usually brings it back sooner.
 func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 	kc := s.kc
 	kcp, err := r.owned(ctx, kc, cluster.KamajiControlPlaneGVK, cluster.ControlPlaneName(kc.Name))
@@ -40,14 +46,16 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 	}
 	src := &corev1.Secret{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: cluster.AdminKubeconfigSecret(kc.Name)}, src); err != nil {
+		s.awaitKubeconfig = apierrors.IsNotFound(err)
 		return client.IgnoreNotFound(err)
 	}
 	if ref := metav1.GetControllerOf(src); ref == nil || ref.UID != kcp.GetUID() || len(src.Data["value"]) == 0 {
+		s.awaitKubeconfig = true
 		return nil
 	}
 	name := kc.KubeconfigSecretName()
 	dst := &corev1.Secret{}
-	switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: name}, dst); {
+	switch err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: name}, dst); {
 	case err == nil:
 		if ref := metav1.GetControllerOf(dst); ref == nil || ref.UID != kc.UID {
 			msg := fmt.Sprintf("Secret %s exists and was not created by this cluster: it is left alone; delete it or name another in spec.kubeconfigSecretRef", name)
@@ -72,17 +80,14 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// CacheByObject limits the manager's cache of Secrets to Cluster API's cluster Secrets (labelled
-// with a cluster name), among them the kubeconfigs this controller copies and writes; of
-// RoleBindings to the clusters' own; and of the kinds the clusters have in the infrastructure
-// namespace infraNamespace (if any) to theirs there.
+// CacheByObject limits the manager's cache of RoleBindings to the clusters' own, and of the kinds
+// the clusters have in the infrastructure namespace infraNamespace (if any) to theirs there.
 func CacheByObject(infraNamespace string) map[client.Object]cache.ByObject {
 	exists := func(label string) labels.Selector {
 		req, _ := labels.NewRequirement(label, selection.Exists, nil)
 		return labels.NewSelector().Add(*req)
 	}
 	out := map[client.Object]cache.ByObject{
-		&corev1.Secret{}:      {Label: exists(clusterv1.ClusterNameLabel)},
 		&rbacv1.RoleBinding{}: {Label: exists(clusterapi.LabelCluster)},
 	}
 	if infraNamespace != "" {
@@ -92,4 +97,10 @@ func CacheByObject(infraNamespace string) map[client.Object]cache.ByObject {
 		}
 	}
 	return out
+}
+
+// ClientCacheOptions reads the owned kinds as unstructured from the cache, like the typed ones,
+// and Secrets past it (CacheByObject).
+func ClientCacheOptions() *client.CacheOptions {
+	return &client.CacheOptions{Unstructured: true, DisableFor: []client.Object{&corev1.Secret{}}}
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -26,6 +27,7 @@ import (
 	"github.com/flotilla-dev/flotilla/libs/testenv"
 	tenancyv1 "github.com/flotilla-dev/flotilla/services/tenant-controller/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/controller/tenant"
+	"github.com/flotilla-dev/flotilla/services/tenant-controller/internal/tenancy"
 	tenantwebhook "github.com/flotilla-dev/flotilla/services/tenant-controller/internal/webhook"
 )
 
@@ -91,19 +93,39 @@ func run(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-// chartObjectCounts is the chart's default objectCounts, as its deployment passes them.
-func chartObjectCounts() (corev1.ResourceList, error) {
+// chartValues is what the suite's controller takes from the chart's default values, as its
+// deployment passes them: objectCounts and namespaceGrants.
+type chartValues struct {
+	ObjectCounts    corev1.ResourceList `json:"objectCounts"`
+	NamespaceGrants []struct {
+		ClusterRole    string               `json:"clusterRole"`
+		ServiceAccount types.NamespacedName `json:"serviceAccount"`
+	} `json:"namespaceGrants"`
+}
+
+func readChartValues() (chartValues, error) {
+	var values chartValues
 	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {
-		return nil, err
+		return values, err
 	}
-	var values struct {
-		ObjectCounts corev1.ResourceList `json:"objectCounts"`
+	return values, yaml.Unmarshal(raw, &values)
+}
+
+// chartObjectCounts is the chart's default objectCounts.
+func chartObjectCounts() (corev1.ResourceList, error) {
+	values, err := readChartValues()
+	return values.ObjectCounts, err
+}
+
+// chartNamespaceGrants is the chart's default namespaceGrants.
+func chartNamespaceGrants() ([]tenancy.NamespaceGrant, error) {
+	values, err := readChartValues()
+	var out []tenancy.NamespaceGrant
+	for _, g := range values.NamespaceGrants {
+		out = append(out, tenancy.NamespaceGrant{ClusterRole: g.ClusterRole, ServiceAccount: g.ServiceAccount})
 	}
-	if err := yaml.Unmarshal(raw, &values); err != nil {
-		return nil, err
-	}
-	return values.ObjectCounts, nil
+	return out, err
 }
 
 // startManager runs the tenant reconciler and webhook as the real binary would.
@@ -127,8 +149,12 @@ func startManager() error {
 	if err != nil {
 		return err
 	}
+	grants, err := chartNamespaceGrants()
+	if err != nil {
+		return err
+	}
 	r := &tenant.Reconciler{Client: lists, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tenant-controller"),
-		ObjectCounts: counts}
+		ObjectCounts: counts, NamespaceGrants: grants}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopMgr = cancel
 	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {

@@ -63,6 +63,8 @@ type Reconciler struct {
 	// names (count/<resource>.<group>) that the tenant does not declare: the provider's defaults,
 	// so that no tenant can fill etcd with objects of a kind nobody thought to cap.
 	ObjectCounts corev1.ResourceList
+	// NamespaceGrants bind platform components' ClusterRoles in every tenant namespace.
+	NamespaceGrants []tenancy.NamespaceGrant
 }
 
 // objectCounts is ObjectCounts for the tenant s reconciles: none for the root, the provider's own.

@@ -242,7 +242,8 @@ func namespaceReady(s *scope, cond string) bool {
 }
 
 // reconcileAccess binds the four tenant roles in the namespace to this tenant's and its ancestors'
-// groups and extra subjects, and the delivery role to its apps' identities (the delivery namespace's ServiceAccounts).
+// groups and extra subjects, the delivery role to its apps' identities (the delivery namespace's
+// ServiceAccounts), and the platform components' namespace grants to their ServiceAccounts.
 func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !namespaceReady(s, tenancyv1.AccessReadyCondition) {
 		return ctrl.Result{}, nil
@@ -254,6 +255,7 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) (ctrl.Result
 	}
 	ns := s.placement.Namespace
 	bindings := append(tenancy.RoleBindings(ns, s.chain, r.GroupPrefix), tenancy.DeliveryRoleBinding(ns, ns, tenancyv1.DeliveryClusterRole))
+	bindings = append(bindings, tenancy.GrantRoleBindings(ns, r.NamespaceGrants)...)
 	if err := applySet(ctx, r, ns, bindings,
 		func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, rbacv1ac.ExtractRoleBinding, &rbacv1.RoleBindingList{}); err != nil {
 		return failed(s, tenancyv1.AccessReadyCondition, err)
@@ -282,7 +284,7 @@ func (r *Reconciler) reconcileQuota(ctx context.Context, s *scope) (ctrl.Result,
 		if !conditions.IsTrue(t, tenancyv1.NamespaceReadyCondition) {
 			return ctrl.Result{}, nil
 		}
-		hard = tenancy.ZeroQuota(t, s.parent(), r.ObjectCounts)
+		hard = tenancy.ZeroQuota(t, s.parent(), r.objectCounts(s))
 	} else {
 		if !namespaceReady(s, tenancyv1.QuotaReadyCondition) {
 			return ctrl.Result{}, nil
