@@ -17,11 +17,12 @@ func TrimManagedFields(owner string) toolscache.TransformFunc {
 		if !ok { // a tombstone (DeletedFinalStateUnknown) keeps its object as it was
 			return obj, nil
 		}
-		mf := o.GetManagedFields()
-		kept := slices.DeleteFunc(slices.Clone(mf), func(e metav1.ManagedFieldsEntry) bool {
+		drop := func(e metav1.ManagedFieldsEntry) bool {
 			return e.Manager != owner || e.Operation != metav1.ManagedFieldsOperationApply
-		})
-		if len(kept) != len(mf) {
+		}
+		// The object is fresh from the watch, the cache's alone: trimmed in place.
+		if mf := o.GetManagedFields(); slices.ContainsFunc(mf, drop) {
+			kept := slices.DeleteFunc(mf, drop)
 			if len(kept) == 0 {
 				kept = nil
 			}
