@@ -109,6 +109,19 @@ scrape_configs:
 			err, got, want, filepath.Join(dir, "victoria-metrics.log"))
 	}
 	t.Logf("VictoriaMetrics scrapes every Flotilla metrics endpoint: %v", want)
+
+	// Each process's Go memory limit follows its container's (libs/runtime/memory): the garbage
+	// collector, not the kernel's OOM killer, answers a heap near the chart's limit.
+	limits, err := vmQuery(ctx, vm.URL, `go_gc_gomemlimit_bytes{job=~"flotilla|flotilla-apiservers"}`)
+	if err != nil || len(limits) == 0 {
+		t.Fatalf("go_gc_gomemlimit_bytes of Flotilla's processes: %v %v", limits, err)
+	}
+	for _, s := range limits {
+		if s.Value <= 0 || s.Value > 1<<30 {
+			t.Errorf("%s: Go memory limit %.0f bytes, not 90 %% of its container's limit", s.Metric, float64(s.Value))
+		}
+	}
+	t.Logf("every Flotilla process has a Go memory limit from its container's (%d series)", len(limits))
 }
 
 // monitoringToken is a token of a ServiceAccount that may read metrics endpoints behind

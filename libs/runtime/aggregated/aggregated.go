@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/memory"
 )
 
 // Options are the serving and delegation flags every aggregated server takes.
@@ -78,6 +80,7 @@ func Main(addFlags func(*pflag.FlagSet), run func(ctx context.Context, kube *res
 	pflag.Parse()
 
 	ctrl.SetLogger(klog.NewKlogr()) // controller-runtime's caches log with the server
+	memory.FromContainer(klog.NewKlogr())
 	ctx := ctrl.SetupSignalHandler()
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/flotilla-dev/flotilla/libs/runtime/memory"
 )
 
 // Options are the flags every service accepts.
@@ -47,6 +49,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 // nil, may adjust the options (cache selectors, for instance) before the manager is built.
 func New(o Options, scheme *runtime.Scheme, customize func(*ctrl.Options)) (ctrl.Manager, error) {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
+	memory.FromContainer(ctrl.Log.WithName("setup"))
 	opts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
