@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/flotilla-dev/flotilla/libs/runtime/conditions"
+	"github.com/flotilla-dev/flotilla/libs/runtime/intern"
 	"github.com/flotilla-dev/flotilla/libs/runtime/patch"
 	"github.com/flotilla-dev/flotilla/libs/runtime/ssa"
 	"github.com/flotilla-dev/flotilla/libs/runtime/status"
@@ -185,9 +186,17 @@ func lowestRequeue(a, b ctrl.Result) ctrl.Result {
 // CacheOptions limits the manager's cache to what this controller reads, in the form it reads it:
 // the namespaces, RoleBindings, quotas, limit ranges and network policies it wrote, instead of
 // every one in the cluster, and the delivery ServiceAccounts earlier versions wrote, which it
-// removes (cacheByObject); and of each object's managedFields, only its own applied fields.
+// removes (cacheByObject); of each object's managedFields, only its own applied fields; and what
+// many objects hold equal (their labels, their field sets), once for all of them (intern).
 func CacheOptions() cache.Options {
-	return cache.Options{ByObject: cacheByObject(), DefaultTransform: ssa.TrimManagedFields(tenancy.FieldOwner)}
+	trim, share := ssa.TrimManagedFields(tenancy.FieldOwner), intern.Transform()
+	return cache.Options{ByObject: cacheByObject(), DefaultTransform: func(obj any) (any, error) {
+		obj, err := trim(obj)
+		if err != nil {
+			return nil, err
+		}
+		return share(obj)
+	}}
 }
 
 // cacheByObject selects, by their labels, the objects of each kind this controller wrote.
